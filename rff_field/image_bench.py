@@ -1,0 +1,549 @@
+"""``rff-image bench``: one protocol, many methods, a folder of images; resumable jobs and summary tables.
+
+Every (image, variant, iterations) is a job that writes its own folder with ``metrics.json``; a job whose
+``metrics.json`` exists is skipped, so a grid can be interrupted, resumed, split across processes
+(``shard``) or machines (``job``), and summarised at any time. Jobs come in three groups:
+
+* ``main``: every variant on every image (``runs/<image>/<label>``);
+* ``sweep``: the robustness study, ``mlp-rff``/``filtered-rff`` over RFF sigma and the log-linear PE with and
+  without the filter over its scale (``sweep/<image>/<label>``);
+* ``long``: some variants on some images with more iterations (``long/<image>/<label>``).
+
+A *variant* is ``[LABEL:]METHOD[,key=value...]``: a method plus overrides of any ``FitConfig`` or
+``NetworkConfig`` field (``filtered-pe,line_search=false``, ``sig5:mlp-rff,rff_sigma=5``), and the special key
+``match_params=LABEL`` that widens the hidden layers until the network has as many parameters as that variant.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from rff_field.image import FitConfig, resolve_device, run_fit
+from rff_field.image_data import ImageError, downsample, load_image
+from rff_field.networks import NetworkConfig, build_network, count_parameters
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+
+PRESETS: dict[str, str] = {
+    "mlp-pe": "mlp-pe",
+    "mlp-pe-eqparams": "mlp-pe,match_params=filtered-pe",
+    "filtered-pe": "filtered-pe",
+    "filtered-pe-nols": "filtered-pe,line_search=false",
+    "filtered-pe-bias": "filtered-pe,filter_bias=true",
+    "siren": "siren",
+    "gauss": "gauss",
+    "mlp-rff": "mlp-rff",
+    "mlp-pe-wide": "mlp-pe,pe=loglinear",
+    "wire": "wire",
+    "filtered-rff": "filtered-rff",
+    "filtered-rff-nols": "filtered-rff,line_search=false",
+    "mlp-rff-eqparams": "mlp-rff,match_params=filtered-rff",
+    "filtered-pe-wide": "filtered-pe,pe=loglinear",
+}
+"""Named variants. ``-nols``: constant filter rate (no line search); ``-bias``: filter with biases;
+``-eqparams``: no filter, hidden width raised to the filtered network's total parameters; ``-wide``: the paper's
+log-linear PE (``pe_frequencies`` per axis up to ``pe_scale``: 256 channels by default) instead of WIRE's."""
+
+DEFAULT_VARIANTS: tuple[str, ...] = tuple(PRESETS)
+"""Default grid, roughly cheapest first on a CPU (the filter on a 256-channel embedding dominates the cost)."""
+
+
+@dataclass
+class Variant:
+    """A labelled method with overrides."""
+
+    label: str
+    spec: str
+    overrides: dict[str, str]
+
+
+def parse_variant(text: str) -> Variant:
+    """Parse ``[LABEL:]METHOD[,key=value...]`` or a preset name (see :data:`PRESETS`)."""
+    text = text.strip()
+    label, _, spec = text.rpartition(":") if ":" in text else ("", "", text)
+    if not label and spec in PRESETS:
+        label, spec = spec, PRESETS[spec]
+    parts = [part.strip() for part in spec.split(",") if part.strip()]
+    if not parts or "=" in parts[0]:
+        raise ImageError(f"variant {text!r}: expected [LABEL:]METHOD[,key=value...], e.g. filtered-pe,lr_max=1e-2")
+    overrides = {"method": parts[0]}
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ImageError(f"variant {text!r}: {part!r} is not key=value")
+        overrides[key.strip().replace("-", "_")] = value.strip()
+    return Variant(label or re.sub(r"[^A-Za-z0-9._-]+", "_", text), spec, overrides)
+
+
+def _convert(text: str, hint: object, name: str) -> object:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        if text.lower() in ("none", "null"):
+            return None
+        return _convert(text, inner[0], name)
+    if origin is typing.Literal:
+        if text not in args:
+            raise ImageError(f"{name}={text}: choose one of {', '.join(map(str, args))}")
+        return text
+    if hint is bool:
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ImageError(f"{name}={text}: expected true or false")
+        return text.lower() in ("true", "1", "yes")
+    try:
+        return hint(text) if hint in (int, float, str) else text
+    except ValueError:
+        raise ImageError(f"{name}={text}: expected a value of type {getattr(hint, '__name__', hint)}") from None
+
+
+def apply_overrides(base: FitConfig, overrides: dict[str, str]) -> FitConfig:
+    """A copy of ``base`` with ``key=value`` overrides of FitConfig or NetworkConfig fields (not ``match_params``)."""
+    config = copy.deepcopy(base)
+    net_hints = typing.get_type_hints(NetworkConfig)
+    fit_hints = typing.get_type_hints(FitConfig)
+    for key, text in overrides.items():
+        if key == "match_params":
+            continue
+        if key in net_hints:
+            setattr(config.network, key, _convert(text, net_hints[key], key))
+        elif key in fit_hints and key != "network":
+            setattr(config, key, _convert(text, fit_hints[key], key))
+        else:
+            raise ImageError(f"unknown option {key!r} in a variant; use a field of FitConfig or NetworkConfig")
+    return config
+
+
+def parameter_count(config: NetworkConfig, channels: int, sidelength: int) -> int:
+    """Trainable parameters of the network ``config`` builds for a 2D image."""
+    return count_parameters(build_network(config, 2, channels, sidelength=sidelength))
+
+
+def match_width(config: NetworkConfig, target: int, channels: int, sidelength: int) -> int:
+    """The hidden width whose network's parameter count is closest to ``target`` (bisection)."""
+
+    def count(width: int) -> int:
+        return parameter_count(_with_width(config, width), channels, sidelength)
+
+    low, high = 1, max(2, config.hidden_features)
+    while count(high) < target:
+        high *= 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) < target else (low, mid)
+    return min((low, high), key=lambda w: abs(count(w) - target))
+
+
+def _with_width(config: NetworkConfig, width: int) -> NetworkConfig:
+    out = copy.deepcopy(config)
+    out.hidden_features = width
+    return out
+
+
+@dataclass
+class BenchConfig:
+    """A benchmark: variants x images with one protocol, the robustness sweep, and longer runs."""
+
+    images: Path
+    """Folder of images (PNG/JPEG), e.g. ../shared/data/kodak."""
+    out: Path = Path("outputs/bench-image")
+    """Output folder: one subfolder per job, plus results.json, results.md and figures."""
+    names: tuple[str, ...] = ()
+    """Image names (file stems) to use, in this order; empty: every image in the folder."""
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    """Variants of the main grid: preset names or ``[LABEL:]METHOD[,key=value...]`` (see the module doc)."""
+    fit: FitConfig = field(
+        default_factory=lambda: FitConfig(iters=5000, network=NetworkConfig(hidden_features=64), log_every=250)
+    )
+    """The protocol shared by every job (a variant overrides some of it)."""
+    downsample: int = 4
+    """Area-downsampling factor of every image (4: Kodak at 192x128, where 3x64 networks have the paper's
+    parameters per value)."""
+    sweep_names: tuple[str, ...] = ("kodim05",)
+    """Images of the robustness sweep (empty: no sweep)."""
+    sweep_sigmas: tuple[float, ...] = (1.0, 5.0, 10.0, 20.0, 40.0)
+    """RFF sigmas of the sweep (mlp-rff and filtered-rff)."""
+    sweep_pe_scales: tuple[float, ...] = (8.0, 16.0, 32.0, 64.0, 128.0)
+    """Log-linear PE scales of the sweep (mlp-pe and filtered-pe with ``pe=loglinear``)."""
+    sweep_iters: Optional[int] = None
+    """Iterations of the sweep runs (default: the protocol's)."""
+    long_names: tuple[str, ...] = ("kodim05",)
+    """Images that also get the long runs (empty: none)."""
+    long_iters: int = 20000
+    """Iterations of the long runs (the paper's 20k)."""
+    long_variants: tuple[str, ...] = ()
+    """Variants of the long runs (empty: those of the main grid)."""
+    crops_image: Optional[str] = None
+    """Image shown in the crops figure (default: the first image)."""
+    shard: str = "0/1"
+    """Run only jobs whose index is I modulo N (``I/N``), to split the grid across processes."""
+    job: Optional[int] = None
+    """Run only this job (an index from --list-jobs) and do not summarise."""
+    list_jobs: bool = False
+    """Print the job list (index, status, iterations, estimated relative cost, folder) and exit."""
+    summarize_only: bool = False
+    """Run nothing; rebuild results.json, results.md and the figures from the finished jobs."""
+    overwrite: bool = False
+    """Rerun jobs that already finished (their folders are replaced)."""
+    progress: bool = True
+    """Show a progress bar per job."""
+
+
+@dataclass
+class Job:
+    """One fit of the benchmark."""
+
+    index: int
+    group: str
+    image: str
+    path: Path
+    variant: Variant
+    iters: int
+
+    @property
+    def folder(self) -> Path:
+        return Path({"main": "runs", "sweep": "sweep", "long": "long"}[self.group]) / self.image / self.variant.label
+
+
+def list_images(folder: Path, names: tuple[str, ...]) -> list[Path]:
+    """The images of ``folder`` (sorted), or those named, in the given order."""
+    if not folder.is_dir():
+        raise ImageError(f"--images {folder} is not a folder; give a folder of PNG/JPEG images")
+    available = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES}
+    if not available:
+        raise ImageError(f"no PNG/JPEG images in {folder}")
+    if not names:
+        return list(available.values())
+    missing = [name for name in names if name not in available]
+    if missing:
+        raise ImageError(f"no image named {', '.join(missing)} in {folder} (names are file stems, e.g. kodim05)")
+    return [available[name] for name in names]
+
+
+def sweep_variants(config: BenchConfig) -> list[Variant]:
+    """The robustness sweep's variants."""
+    out = []
+    for sigma in config.sweep_sigmas:
+        for method in ("mlp-rff", "filtered-rff"):
+            out.append(parse_variant(f"{method}-sigma{sigma:g}:{method},rff_sigma={sigma:g}"))
+    for scale in config.sweep_pe_scales:
+        for method in ("mlp-pe", "filtered-pe"):
+            out.append(parse_variant(f"{method}-scale{scale:g}:{method},pe=loglinear,pe_scale={scale:g}"))
+    return out
+
+
+def build_jobs(config: BenchConfig) -> list[Job]:
+    """Every job, in running order: main grid (variant-major), then the sweep, then the long runs."""
+    images = list_images(config.images, config.names)
+    variants = [parse_variant(v) for v in config.variants]
+    labels = [v.label for v in variants]
+    if len(set(labels)) != len(labels):
+        raise ImageError(f"two variants share a label in {labels}; give them distinct LABEL: prefixes")
+    jobs: list[Job] = []
+
+    def add(group: str, paths: list[Path], group_variants: list[Variant], iters: int) -> None:
+        for variant in group_variants:
+            for path in paths:
+                jobs.append(Job(len(jobs), group, path.stem, path, variant, iters))
+
+    add("main", images, variants, config.fit.iters)
+    if config.sweep_names and (config.sweep_sigmas or config.sweep_pe_scales):
+        add("sweep", list_images(config.images, config.sweep_names), sweep_variants(config),
+            config.sweep_iters or config.fit.iters)  # fmt: skip
+    if config.long_names:
+        long_variants = [parse_variant(v) for v in config.long_variants] if config.long_variants else variants
+        add("long", list_images(config.images, config.long_names), long_variants, config.long_iters)
+    for job in jobs:  # resolve every variant's overrides now, so that a bad one fails before any training
+        apply_overrides(config.fit, job.variant.overrides)
+    return jobs
+
+
+def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) -> FitConfig:
+    """The FitConfig of a job, with ``match_params`` resolved for this image."""
+    fit = apply_overrides(config.fit, job.variant.overrides)
+    fit.iters = job.iters
+    target_label = job.variant.overrides.get("match_params")
+    if target_label:
+        known = {v.label: v for v in (parse_variant(s) for s in (*config.variants, *PRESETS))}
+        if target_label not in known:
+            raise ImageError(f"match_params={target_label}: no variant with that label")
+        target = apply_overrides(config.fit, known[target_label].overrides).network
+        target_params = parameter_count(target, channels, sidelength)
+        fit.network.hidden_features = match_width(fit.network, target_params, channels, sidelength)
+    return fit
+
+
+def estimated_cost(config: BenchConfig, job: Job) -> float:
+    """A rough relative cost (iterations x parameters, complex WIRE x4) to order jobs cheapest first."""
+    image = load_image(job.path)
+    height, width, channels = image.pixels.shape
+    height, width = height // config.downsample, width // config.downsample
+    fit = job_config(config, job, channels, max(height, width))
+    params = parameter_count(fit.network, channels, max(height, width))
+    return job.iters * params * (4 if fit.network.method == "wire" else 1) * height * width / 1e9
+
+
+def _status(config: BenchConfig, job: Job) -> str:
+    return "done" if (config.out / job.folder / "metrics.json").exists() else "pending"
+
+
+def protocol_of(config: BenchConfig) -> dict:
+    """What must agree between runs written into one folder."""
+    fit = asdict(config.fit)
+    for key in ("device", "log_every", "lpips", "dump_embedding", "cache_embedding", "error_vmax"):
+        fit.pop(key)
+    return {"fit": fit, "downsample": config.downsample}
+
+
+def _conflicts(stored: dict, current: dict, prefix: str = "") -> list[str]:
+    """Keys present in both protocols with different values (options added later are not conflicts)."""
+    out = []
+    for key in stored.keys() & current.keys():
+        if isinstance(stored[key], dict) and isinstance(current[key], dict):
+            out += _conflicts(stored[key], current[key], f"{prefix}{key}.")
+        elif stored[key] != current[key]:
+            out.append(prefix + key)
+    return sorted(out)
+
+
+def _check_out(config: BenchConfig) -> None:
+    out = config.out
+    marker = out / "bench.json"
+    protocol = protocol_of(config)
+    if out.exists() and not out.is_dir():
+        raise ImageError(f"--out {out} is a file; give a folder")
+    foreign = [p for p in out.iterdir() if not p.name.startswith(".") and p.name != "logs"] if out.is_dir() else []
+    if foreign and not marker.exists():
+        raise ImageError(f"{out} is not empty and holds no benchmark (bench.json); choose another --out")
+    if marker.exists():
+        stored = json.loads(marker.read_text()).get("protocol", {})
+        conflicts = _conflicts(stored, json.loads(json.dumps(protocol)))
+        if conflicts and not config.overwrite:
+            raise ImageError(
+                f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see {marker}); use "
+                "another --out, or --overwrite to rerun every job with this one"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    if not marker.exists() or config.overwrite:
+        partial = out / f".bench.json.{os.getpid()}"
+        partial.write_text(json.dumps({"protocol": protocol}, indent=1) + "\n")
+        os.replace(partial, marker)  # atomic: parallel jobs may read it
+
+
+def run_job(config: BenchConfig, job: Job, notify: Callable[[str], None]) -> dict:
+    """Fit one job and write its folder; returns its metrics."""
+    image = load_image(job.path)
+    pixels = downsample(image.pixels, config.downsample)
+    height, width, channels = pixels.shape
+    fit = job_config(config, job, channels, max(height, width))
+    extra = {"label": job.variant.label, "variant": job.variant.spec, "group": job.group}
+    return run_fit(job.path, config.out / job.folder, fit, config.downsample, overwrite=True,
+                   progress=config.progress, notify=notify, extra_metrics=extra)  # fmt: skip
+
+
+def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:
+    """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
+    notify = notify or (lambda message: print(f"note: {message}"))
+    jobs = build_jobs(config)
+    if config.list_jobs:
+        for job in jobs:
+            print(f"{job.index}\t{_status(config, job)}\t{job.iters}\t{estimated_cost(config, job):.3g}\t{job.folder}")
+        return None
+    resolve_device(config.fit.device)
+    if config.summarize_only:
+        return summarize(config, jobs)
+    _check_out(config)
+    if config.job is not None:
+        if not 0 <= config.job < len(jobs):
+            raise ImageError(f"--job {config.job} is out of range: there are {len(jobs)} jobs (see --list-jobs)")
+        todo = [jobs[config.job]]
+    else:
+        shard, count = _parse_shard(config.shard)
+        todo = [job for job in jobs if job.index % count == shard]
+    for job in todo:
+        if _status(config, job) == "done" and not config.overwrite:
+            continue
+        print(f"job {job.index}/{len(jobs)}: {job.folder} ({job.iters} iterations)")
+        run_job(config, job, notify)
+    if config.job is not None:
+        return None
+    return summarize(config, jobs)
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    try:
+        shard, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ImageError(f"--shard {text!r}: expected I/N, e.g. 0/2") from None
+    if count < 1 or not 0 <= shard < count:
+        raise ImageError(f"--shard {text!r}: need 0 <= I < N")
+    return shard, count
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Summaries
+
+SUMMARY_KEYS = ("psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter", "num_params", "num_filter_params",
+                "params_per_value", "embedding_dim")  # fmt: skip
+
+
+def run_summary(metrics: dict) -> dict:
+    """The per-run row of results.json (no histories)."""
+    row = {key: metrics.get(key) for key in ("label", "variant", "group", "method", "image", "iters", *SUMMARY_KEYS)}
+    network = metrics["config"]["network"]
+    for key in ("hidden_features", "pe", "pe_scale", "pe_frequencies", "rff_sigma", "rff_frequencies"):
+        row[key] = network[key]
+    lrs = metrics.get("filter_lr_history")
+    if lrs:
+        lr_max = metrics["config"]["lr_max"]
+        row["filter_lr_final"] = lrs[-1]
+        row["filter_lr_median"] = float(np.median(lrs))
+        row["filter_lr_at_max"] = float(np.mean(np.isclose(lrs, lr_max))) if metrics.get("line_search") else None
+    row["machine"] = metrics.get("machine")
+    return row
+
+
+def _mean(values: list) -> Optional[float]:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(values)) if values else None
+
+
+def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
+    """Collect finished jobs into results.json / results.md and draw the figures."""
+    runs: list[dict] = []
+    histories: dict[tuple[str, str, str], dict] = {}
+    for job in jobs:
+        path = config.out / job.folder / "metrics.json"
+        if path.exists():
+            metrics = json.loads(path.read_text())
+            runs.append(run_summary(metrics))
+            histories[(job.group, job.image, job.variant.label)] = metrics
+    groups: dict[str, dict] = {}
+    for group in ("main", "sweep", "long"):
+        rows = [r for r in runs if r["group"] == group]
+        labels = list(dict.fromkeys(r["label"] for r in rows))
+        means = {}
+        for label in labels:
+            mine = [r for r in rows if r["label"] == label]
+            means[label] = {key: _mean([r[key] for r in mine]) for key in SUMMARY_KEYS}
+            means[label]["images"] = len(mine)
+            means[label]["variant"] = mine[0]["variant"]
+            means[label]["hidden_features"] = mine[0]["hidden_features"]
+        groups[group] = {"means": means, "runs": rows}
+    total = len(jobs)
+    summary = {
+        "protocol": protocol_of(config),
+        "images_folder": str(config.images),
+        "machines": sorted({r["machine"] for r in runs if r.get("machine")}),
+        "jobs_done": len(runs),
+        "jobs_total": total,
+        "groups": groups,
+    }
+    config.out.mkdir(parents=True, exist_ok=True)
+    (config.out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (config.out / "results.md").write_text(results_markdown(summary))
+    from rff_field.image_plots import plot_bench_curves, plot_crops, plot_sweep
+
+    crops_image = config.crops_image or (jobs[0].image if jobs else None)
+    if crops_image:
+        main_jobs = [j for j in jobs if j.group == "main" and j.image == crops_image]
+        done = [(j.variant.label, config.out / j.folder, histories.get(("main", j.image, j.variant.label)))
+                for j in main_jobs if ("main", j.image, j.variant.label) in histories]  # fmt: skip
+        if done:
+            target = downsample(load_image(main_jobs[0].path).pixels, config.downsample)
+            plot_crops(target, done, config.out / f"crops_{crops_image}.png", title=crops_image)
+            plot_bench_curves(done, config.out / f"curves_{crops_image}.png", title=crops_image)
+    if groups["sweep"]["runs"]:
+        plot_sweep(groups["sweep"]["runs"], config.out / "sweep.png")
+    return summary
+
+
+def _fmt(value: Optional[float], digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def _fmt_params(value: Optional[float]) -> str:
+    return "–" if value is None else f"{int(round(value)):,}"
+
+
+def results_markdown(summary: dict) -> str:
+    """results.md: mean table per group, per-image best PSNR tables, and the sweep."""
+    protocol = summary["protocol"]
+    fit = protocol["fit"]
+    lines = [
+        "# Image regression benchmark",
+        "",
+        f"Images: `{summary['images_folder']}` downsampled x{protocol['downsample']}; "
+        f"{fit['network']['hidden_layers'] + 1} hidden layers of {fit['network']['hidden_features']} (WIRE: "
+        f"int(width/sqrt 2) complex), Adam, lr decay {fit['lr_decay']}^(t/T), batch {fit['batch_size']}, "
+        f"seed {fit['seed']}, line search direction `{fit['direction']}`, lr_max {fit['lr_max']:g}.",
+        f"Machine(s): {'; '.join(summary['machines']) or 'n/a'}. Jobs finished: {summary['jobs_done']} of "
+        f"{summary['jobs_total']}.",
+        "",
+        "PSNR: final (after the last step) and best (over iterations, the paper's measure), in dB; SSIM and LPIPS "
+        "on the final reconstruction (LPIPS – when its weights were unavailable); s/it: seconds per iteration; "
+        "params/value: trainable parameters per fitted pixel value.",
+    ]
+    titles = {"main": "Main grid", "sweep": "Robustness sweep", "long": "Long runs"}
+    for group in ("main", "long", "sweep"):
+        data = summary["groups"][group]
+        if not data["runs"]:
+            continue
+        iters = sorted({r["iters"] for r in data["runs"]})
+        lines += ["", f"## {titles[group]} ({', '.join(map(str, iters))} iterations)", ""]
+        if group != "sweep":
+            lines += [
+                "| variant | spec | images | PSNR | best PSNR | SSIM | LPIPS | s/it | params | filter params | "
+                "params/value |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for label, m in data["means"].items():
+                lines.append(
+                    f"| {label} | `{m['variant']}` (width {m['hidden_features']}) | {m['images']} | {_fmt(m['psnr'])} "
+                    f"| {_fmt(m['best_psnr'])} | {_fmt(m['ssim'], 4)} | {_fmt(m['lpips'], 4)} | "
+                    f"{_fmt(m['seconds_per_iter'], 4)} | {_fmt_params(m['num_params'])} | "
+                    f"{_fmt_params(m['num_filter_params'])} | {_fmt(m['params_per_value'], 3)} |"
+                )
+        lines += _per_image_table(data["runs"])
+        filtered = [r for r in data["runs"] if r.get("filter_lr_median") is not None]
+        if filtered and group != "sweep":
+            lines += ["", "Filter learning rate (line search: fraction of steps at lr_max):", ""]
+            lines += ["| variant | image | final | median | at lr_max |", "|---|---|---:|---:|---:|"]
+            for r in filtered:
+                lines.append(
+                    f"| {r['label']} | {r['image']} | {r['filter_lr_final']:.3g} | {r['filter_lr_median']:.3g} | "
+                    f"{_fmt(r['filter_lr_at_max'], 3)} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def _per_image_table(rows: list[dict]) -> list[str]:
+    images = list(dict.fromkeys(r["image"] for r in rows))
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    by = {(r["label"], r["image"]): r for r in rows}
+    out = ["", "Per image, best PSNR / final PSNR / SSIM / s/it:", ""]
+    out.append("| variant | " + " | ".join(images) + " |")
+    out.append("|---|" + "---:|" * len(images))
+    for label in labels:
+        cells = []
+        for image in images:
+            r = by.get((label, image))
+            cells.append(
+                "–"
+                if r is None
+                else f"{_fmt(r['best_psnr'])} / {_fmt(r['psnr'])} / {_fmt(r['ssim'], 3)} / "
+                f"{_fmt(r['seconds_per_iter'], 3)}"
+            )
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return out

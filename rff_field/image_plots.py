@@ -1,0 +1,153 @@
+"""Figures of the image benchmark: reconstruction crops side by side, PSNR/filter-rate curves, the sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def detail_window(image: Float[Tensor, "H W C"], size: int) -> tuple[int, int]:
+    """Top-left corner of the ``size`` x ``size`` window with the most gradient energy (an edge-rich crop)."""
+    gray = image.float().mean(dim=-1)
+    energy = torch.zeros_like(gray)
+    energy[:, 1:] += (gray[:, 1:] - gray[:, :-1]).abs()
+    energy[1:, :] += (gray[1:, :] - gray[:-1, :]).abs()
+    pooled = torch.nn.functional.avg_pool2d(energy[None, None], size, stride=max(1, size // 4))[0, 0]
+    row, col = divmod(int(torch.argmax(pooled)), pooled.shape[1])
+    stride = max(1, size // 4)
+    return row * stride, col * stride
+
+
+def _read_png(path: Path) -> np.ndarray:
+    import imageio.v3 as iio
+
+    array = np.asarray(iio.imread(path)).astype(np.float32) / 255.0
+    return array if array.ndim == 3 else array[..., None]
+
+
+def _show(ax, array: np.ndarray) -> None:
+    if array.shape[-1] == 1:
+        ax.imshow(array[..., 0], cmap="gray", vmin=0, vmax=1)
+    else:
+        ax.imshow(np.clip(array, 0, 1))
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_crops(
+    target: Float[Tensor, "H W C"],
+    runs: list[tuple[str, Path, Optional[dict]]],
+    path: Path,
+    title: str = "",
+    size: Optional[int] = None,
+) -> None:
+    """The full target with the crop marked, the target's crop, and every run's crop with its PSNR.
+
+    Args:
+        target: The fitted image.
+        runs: (label, folder holding reconstruction.png, metrics or None) per method.
+        path: Output PNG.
+        title: Figure title.
+        size: Crop side in pixels (default: half the short side).
+    """
+    plt = _pyplot()
+    height, width = target.shape[:2]
+    size = size or max(8, min(height, width) // 2)
+    top, left = detail_window(target, size)
+    gt = target.numpy()
+    panels = [("target", gt, None, True), ("target (crop)", gt, None, False)]
+    for label, folder, metrics in runs:
+        png = folder / "reconstruction.png"
+        if png.exists():
+            panels.append((label, _read_png(png), metrics, False))
+    cols = min(6, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 2.6 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, (label, image, metrics, full) in zip(axes.flat, panels):
+        ax.axis("on")
+        if full:
+            _show(ax, image)
+            ax.add_patch(plt.Rectangle((left - 0.5, top - 0.5), size, size, fill=False, color="red", lw=1.2))
+        else:
+            _show(ax, image[top : top + size, left : left + size])
+        caption = label if metrics is None else f"{label}\n{metrics['best_psnr']:.2f} / {metrics['psnr']:.2f} dB"
+        ax.set_title(caption, fontsize=8)
+    fig.suptitle(f"{title}: crops (best / final PSNR)" if title else "crops (best / final PSNR)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, title: str = "") -> None:
+    """PSNR over iterations of every run, and the filter's learning rate of the filtered ones."""
+    plt = _pyplot()
+    runs = [r for r in runs if r[2] is not None]
+    with_lr = [r for r in runs if r[2].get("filter_lr_history")]
+    fig, axes = plt.subplots(1, 2 if with_lr else 1, figsize=(13 if with_lr else 7, 4.2), squeeze=False)
+    ax = axes[0, 0]
+    for label, _, metrics in runs:
+        psnrs = np.array([np.nan if p is None else p for p in metrics["psnr_history"]], dtype=float)
+        ax.plot(np.arange(1, len(psnrs) + 1), psnrs, lw=0.9, label=label)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("PSNR (dB)")
+    ax.set_title(f"{title}: training PSNR" if title else "training PSNR")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    if with_lr:
+        ax = axes[0, 1]
+        for label, _, metrics in with_lr:
+            lrs = np.asarray(metrics["filter_lr_history"], dtype=float)
+            ax.plot(np.arange(1, len(lrs) + 1), lrs, lw=0.9, label=label)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("filter learning rate")
+        ax.set_yscale("symlog", linthresh=1e-6)
+        ax.set_title("filter learning rate")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_sweep(rows: list[dict], path: Path) -> None:
+    """Best (solid) and final (dashed) PSNR over RFF sigma and over log-linear PE scale, averaged over images."""
+    plt = _pyplot()
+    panels = [
+        ("rff_sigma", "RFF sigma", ("mlp-rff", "filtered-rff")),
+        ("pe_scale", "log-linear PE scale", ("mlp-pe", "filtered-pe")),
+    ]
+    panels = [p for p in panels if any(r["method"] in p[2] for r in rows)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (key, xlabel, methods) in zip(axes.flat, panels):
+        for method, color in zip(methods, ("tab:blue", "tab:red")):
+            mine = [r for r in rows if r["method"] == method]
+            xs = sorted({r[key] for r in mine})
+            for measure, style in (("best_psnr", "-o"), ("psnr", "--")):
+                ys = [np.mean([r[measure] for r in mine if r[key] == x and r[measure] is not None]) for x in xs]
+                ax.plot(xs, ys, style, color=color, label=f"{method} ({'best' if measure == 'best_psnr' else 'final'})")
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("PSNR (dB)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    images = sorted({r["image"] for r in rows})
+    fig.suptitle(f"Robustness: {', '.join(images)}, {rows[0]['iters']} iterations", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
