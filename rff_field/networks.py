@@ -22,6 +22,7 @@ from rff_field.filter import FilteredEncoding
 
 Method = Literal["mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff"]
 METHODS: tuple[str, ...] = ("mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff")
+FilterInit = Literal["default", "scaled", "identity", "orthogonal"]
 
 
 class FourierFeatureMLP(nn.Module):
@@ -225,6 +226,12 @@ class NetworkConfig:
     """WIRE's wavelet inverse width."""
     gauss_scale: float = 30.0
     """GAUSS's inverse width."""
+    filter_init: FilterInit = "default"
+    """Initialisation of the filter's weights: PyTorch's default; the default times ``filter_init_gain``
+    (``scaled``); identity matrices times the gain (``f(gamma) * gamma`` then starts as ``relu(gamma) * gamma``
+    for 2+ layers); or orthogonal matrices times the gain."""
+    filter_init_gain: float = 1.0
+    """Gain of the ``scaled``, ``identity`` and ``orthogonal`` filter initialisations."""
 
 
 def build_encoding(config: NetworkConfig, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
@@ -267,7 +274,33 @@ def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: 
     encoding = build_encoding(config, in_dim, sidelength)
     if config.method.startswith("filtered-"):
         encoding = FilteredEncoding(encoding, num_layers=config.filter_layers, bias=config.filter_bias)
+        initialize_filter(encoding.filter, config.filter_init, config.filter_init_gain)
     return FourierFeatureMLP(encoding, out_dim, width, depth)
+
+
+@torch.no_grad()
+def initialize_filter(filter_module: nn.Module, scheme: FilterInit = "default", gain: float = 1.0) -> None:
+    """Re-initialise the weights of a filter's linear layers (biases, if any, keep PyTorch's default).
+
+    Args:
+        filter_module: The filter (e.g. ``FilteredEncoding.filter``).
+        scheme: ``default`` (leave as built), ``scaled``, ``identity`` or ``orthogonal`` (see ``NetworkConfig``).
+        gain: Factor applied to the weights by the non-default schemes.
+    """
+    if scheme == "default":
+        return
+    if scheme not in ("scaled", "identity", "orthogonal"):
+        raise ValueError(f"unknown filter initialisation {scheme!r}; choose default, scaled, identity or orthogonal")
+    for layer in filter_module.modules():
+        if not isinstance(layer, nn.Linear):
+            continue
+        if scheme == "identity":
+            nn.init.eye_(layer.weight)
+            layer.weight.mul_(gain)
+        elif scheme == "orthogonal":
+            nn.init.orthogonal_(layer.weight, gain=gain)
+        else:
+            layer.weight.mul_(gain)
 
 
 def count_parameters(module: nn.Module) -> int:
