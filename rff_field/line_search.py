@@ -17,6 +17,7 @@ from torch.optim import Optimizer
 
 Number = Union[float, Tensor]
 Direction = Literal["adam", "gradient"]
+Rule = Literal["paper", "balance"]
 
 
 def filter_step_size(
@@ -70,6 +71,25 @@ def filter_step_size(
     return clip(rate)
 
 
+def balanced_step_size(
+    d_filter: Number, d_inr: Number, lr_inr: Number, lr_min: float = 0.0, lr_max: float = 1e-3
+) -> float:
+    """A deviation from the paper, named ``balance``: the rate at which the filter's predicted decrease equals
+    the INR's, ``rate * d_filter = lr_inr * d_inr``.
+
+    This is the boundary value of the paper's sufficient-decrease check. Unlike the paper's zero-crossing rule,
+    whose ratio ``b / k`` sits orders of magnitude above ``lr_max`` in practice, it follows the INR's learning
+    rate schedule and the ratio of the two slopes. Uphill or non-finite inputs give ``lr_min``.
+    """
+    values = [float(v) for v in (d_filter, d_inr, lr_inr)]
+    if not all(math.isfinite(v) for v in values):
+        return lr_min
+    d_a, d_i, lr_i = values
+    if d_a >= 0 or lr_i * d_i >= 0:
+        return lr_min
+    return min(max(lr_i * d_i / d_a, lr_min), lr_max)
+
+
 def adam_direction(optimizer: Optimizer, group: dict, param: Tensor, grad: Tensor) -> Tensor:
     """The update Adam/AdamW would apply to ``param`` per unit learning rate, given ``grad``.
 
@@ -115,6 +135,7 @@ class FilterLineSearch:
         optimizers: The optimizer(s) holding those parameters; any order of stepping is fine.
         loss_fn: Returns this step's training loss (a tensor or float), read once per step.
         direction: ``adam``: the optimizer's Adam update with this step's moments; ``gradient``: ``-grad``.
+        rule: ``paper``: :func:`filter_step_size` (DESIGN.md); ``balance``: :func:`balanced_step_size`.
         lr_min: Lower bound of the filter's rate.
         lr_max: Upper bound of the filter's rate.
         eps: The rule's epsilon.
@@ -129,6 +150,7 @@ class FilterLineSearch:
         optimizers: Union[Optimizer, Sequence[Optimizer]],
         loss_fn: Callable[[], Union[Tensor, float, None]],
         direction: Direction = "adam",
+        rule: Rule = "paper",
         lr_min: float = 0.0,
         lr_max: float = 1e-3,
         eps: float = 1e-6,
@@ -137,11 +159,14 @@ class FilterLineSearch:
     ) -> None:
         if direction not in ("adam", "gradient"):
             raise ValueError(f"direction must be 'adam' or 'gradient', got {direction!r}")
+        if rule not in ("paper", "balance"):
+            raise ValueError(f"rule must be 'paper' or 'balance', got {rule!r}")
         if not 0 <= lr_min <= lr_max:
             raise ValueError(f"need 0 <= lr_min <= lr_max, got lr_min={lr_min}, lr_max={lr_max}")
         self.optimizers = [optimizers] if isinstance(optimizers, Optimizer) else list(optimizers)
         self.loss_fn = loss_fn
         self.direction: Direction = direction
+        self.rule: Rule = rule
         self.lr_min, self.lr_max, self.eps, self.c1 = lr_min, lr_max, eps, c1
         self.grad_scaler = grad_scaler
         self.history: list[float] = []
@@ -231,9 +256,12 @@ class FilterLineSearch:
                 loss_value = reduced.cpu() / world
         d_filter = self._directional_derivative(self._filter_groups)
         lr_d_inr = self._directional_derivative(self._inr_groups, only=self._inr_ids)
-        rate = filter_step_size(
-            loss_value, d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max, eps=self.eps, c1=self.c1
-        )
+        if self.rule == "balance":
+            rate = balanced_step_size(d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max)
+        else:
+            rate = filter_step_size(
+                loss_value, d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max, eps=self.eps, c1=self.c1
+            )
         for _, group in self._filter_groups:
             group["lr"] = rate
         self.history.append(rate)

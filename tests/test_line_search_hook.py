@@ -9,7 +9,7 @@ from torch import nn
 
 from rff_field.encodings import PositionalEncoding
 from rff_field.filter import FilteredEncoding, split_filter_parameters
-from rff_field.line_search import FilterLineSearch, filter_step_size
+from rff_field.line_search import FilterLineSearch, balanced_step_size, filter_step_size
 from rff_field.networks import FourierFeatureMLP
 
 LR_INR, LR_MAX = 1e-2, 1.0
@@ -46,7 +46,7 @@ def oracle_directions(net: nn.Module, optimizers: list, direction: str, grad_sca
     return {name: params[name].detach() - before[name] for name in params}
 
 
-def expected_rate(net, optimizers, loss, inr_lr, direction, grad_scale=1.0, lr_max=LR_MAX):
+def expected_rate(net, optimizers, loss, inr_lr, direction, grad_scale=1.0, lr_max=LR_MAX, rule="paper"):
     directions = oracle_directions(net, optimizers, direction, grad_scale)
     d_filter = d_inr = 0.0
     for name, p in net.named_parameters():
@@ -55,17 +55,19 @@ def expected_rate(net, optimizers, loss, inr_lr, direction, grad_scale=1.0, lr_m
             d_filter += d
         else:
             d_inr += d
+    if rule == "balance":
+        return balanced_step_size(d_filter, d_inr, inr_lr, lr_max=lr_max)
     return filter_step_size(float(loss.detach()), d_filter, d_inr, inr_lr, lr_max=lr_max)
 
 
-@pytest.mark.parametrize("filter_first", [False, True])
-def test_hook_sets_rule_value_for_either_stepping_order(filter_first):
+@pytest.mark.parametrize("filter_first,rule", [(False, "paper"), (True, "paper"), (True, "balance")])
+def test_hook_sets_rule_value_for_either_stepping_order(filter_first, rule):
     net, x, y = make_problem()
     filt, inr = split_filter_parameters(net)
     opt_inr = torch.optim.Adam(inr, lr=LR_INR)
     opt_filter = torch.optim.Adam(filt, lr=123.0)  # the hook must overwrite this
     step = {}
-    hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda: step["loss"], lr_max=LR_MAX)
+    hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda: step["loss"], rule=rule, lr_max=LR_MAX)
     order = [opt_filter, opt_inr] if filter_first else [opt_inr, opt_filter]
     expected, losses = [], []
     for _ in range(200):
@@ -74,7 +76,7 @@ def test_hook_sets_rule_value_for_either_stepping_order(filter_first):
         loss = ((net(x) - y) ** 2).mean()
         loss.backward()
         step["loss"] = loss
-        expected.append(expected_rate(net, order, loss, LR_INR, "adam"))
+        expected.append(expected_rate(net, order, loss, LR_INR, "adam", rule=rule))
         for opt in order:
             opt.step()
         assert opt_filter.param_groups[0]["lr"] == hook.history[-1]

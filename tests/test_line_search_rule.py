@@ -87,3 +87,15 @@ def test_non_finite_inputs_give_lr_min(args):
 def test_accepts_zero_dim_tensors_and_returns_float():
     rate = filter_step_size(torch.tensor(1e-3), torch.tensor(-2.0), torch.tensor(0.0), torch.tensor(0.0))
     assert isinstance(rate, float) and rate == pytest.approx(1e-3 / (2 + 1e-6))
+
+
+def test_balance_rule_equalises_predicted_decreases():
+    from rff_field.line_search import balanced_step_size
+
+    rate = balanced_step_size(d_filter=-0.05, d_inr=-2e-3, lr_inr=1e-3, lr_max=1.0)
+    assert rate == pytest.approx(1e-3 * 2e-3 / 0.05)
+    assert rate * -0.05 == pytest.approx(1e-3 * -2e-3)
+    assert balanced_step_size(-1e-9, -1.0, 1.0) == 1e-3  # clipped at lr_max
+    assert balanced_step_size(0.1, -1.0, 1e-3) == 0.0  # filter uphill
+    assert balanced_step_size(-0.1, 1.0, 1e-3, lr_min=1e-6) == 1e-6  # INR uphill
+    assert balanced_step_size(math.nan, -1.0, 1e-3) == 0.0
