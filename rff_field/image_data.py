@@ -100,15 +100,45 @@ def load_image(path: Optional[Path] = None) -> LoadedImage:
         raise ImageError(f"image not found: {path}; check the path given to --image")
     if not path.is_file():
         raise ImageError(f"{path} is not a file; give --image the path of a PNG or JPEG file")
-    import imageio.v3 as iio
+    notices: list[str] = []
+    array = None
+    if _png_header(path) in ((16, 2), (16, 6)):  # 16-bit RGB(A): Pillow would truncate it to 8 bits
+        array = _read_with_opencv(path)
+        if array is None:
+            notices.append(f"{path.name} is a 16-bit colour PNG read with 8-bit precision (install opencv for 16 bits)")
+    if array is None:
+        import imageio.v3 as iio
 
+        try:
+            array = np.asarray(iio.imread(path))
+        except Exception as error:  # imageio raises many types for undecodable files
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ImageError(f"cannot read {path} as an image ({reason}); give a PNG or JPEG file") from None
+    pixels, more = to_unit_float(array, path.name)
+    return LoadedImage(torch.from_numpy(pixels), path.stem, str(path), notices + more)
+
+
+def _png_header(path: Path) -> Optional[tuple[int, int]]:
+    """(bit depth, colour type) of a PNG file, None for other files."""
+    with open(path, "rb") as handle:
+        head = handle.read(26)
+    if len(head) < 26 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return head[24], head[25]
+
+
+def _read_with_opencv(path: Path) -> Optional[np.ndarray]:
+    """Decode with OpenCV (keeps 16 bits per channel), as RGB(A); None if OpenCV is missing or cannot decode."""
     try:
-        array = np.asarray(iio.imread(path))
-    except Exception as error:  # imageio raises many types for undecodable files
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ImageError(f"cannot read {path} as an image ({reason}); give a PNG or JPEG file") from None
-    pixels, notices = to_unit_float(array, path.name)
-    return LoadedImage(torch.from_numpy(pixels), path.stem, str(path), notices)
+        import cv2
+    except ImportError:
+        return None
+    array = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    if array is None:
+        return None
+    if array.ndim == 3 and array.shape[2] >= 3:
+        array = np.concatenate([array[..., 2::-1], array[..., 3:]], axis=-1)  # BGR(A) -> RGB(A)
+    return array
 
 
 def downsample(pixels: Float[Tensor, "H W C"], factor: int) -> Float[Tensor, "h w C"]:

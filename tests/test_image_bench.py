@@ -1,0 +1,177 @@
+"""``rff-image bench``: variant parsing, parameter matching, the job grid, resuming, sharding, summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+
+from rff_field.image import FitConfig
+from rff_field.image_bench import (
+    BenchConfig,
+    apply_overrides,
+    build_jobs,
+    job_config,
+    match_width,
+    parameter_count,
+    parse_variant,
+    run_bench,
+)
+from rff_field.image_data import ImageError
+from rff_field.networks import NetworkConfig
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_parse_variant_forms():
+    preset = parse_variant("filtered-pe-nols")
+    assert preset.label == "filtered-pe-nols" and preset.overrides == {"method": "filtered-pe", "line_search": "false"}
+    labelled = parse_variant("hi:filtered-rff,rff_sigma=40,lr-max=1e-2")
+    assert labelled.label == "hi"
+    assert labelled.overrides == {"method": "filtered-rff", "rff_sigma": "40", "lr_max": "1e-2"}
+    plain = parse_variant("mlp-rff,rff_sigma=5")
+    assert plain.label == "mlp-rff_rff_sigma_5" and plain.overrides["rff_sigma"] == "5"
+    with pytest.raises(ImageError):
+        parse_variant("rff_sigma=5")
+    with pytest.raises(ImageError):
+        parse_variant("mlp-rff,rff_sigma")
+
+
+def test_overrides_are_typed_and_checked():
+    base = FitConfig()
+    config = apply_overrides(
+        base,
+        {"method": "filtered-rff", "rff_sigma": "40", "line_search": "false", "lr": "2e-3", "filter_layers": "2",
+         "direction": "gradient"},
+    )  # fmt: skip
+    assert config.network.method == "filtered-rff" and config.network.rff_sigma == 40.0
+    assert config.line_search is False and config.lr == 2e-3 and config.network.filter_layers == 2
+    assert config.direction == "gradient"
+    assert base.network.method == "filtered-pe" and base.line_search  # the base is untouched
+    with pytest.raises(ImageError, match="unknown option"):
+        apply_overrides(base, {"method": "mlp-pe", "nope": "1"})
+    with pytest.raises(ImageError, match="choose one of"):
+        apply_overrides(base, {"method": "mlp-pe", "direction": "sideways"})
+    with pytest.raises(ImageError, match="true or false"):
+        apply_overrides(base, {"method": "mlp-pe", "line_search": "maybe"})
+    with pytest.raises(ImageError, match="int"):
+        apply_overrides(base, {"method": "mlp-pe", "iters": "many"})
+
+
+def test_match_width_equalises_parameters():
+    filtered = NetworkConfig(method="filtered-rff", hidden_features=64)
+    target = parameter_count(filtered, 3, 192)
+    plain = NetworkConfig(method="mlp-rff", hidden_features=64)
+    width = match_width(plain, target, 3, 192)
+    plain.hidden_features = width
+    assert width > 64
+    assert abs(parameter_count(plain, 3, 192) - target) / target < 0.01
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("one", "two"):
+        smooth = np.cumsum(np.cumsum(rng.random((16, 20, 3)), 0), 1)
+        iio.imwrite(folder / f"{name}.png", (255 * smooth / smooth.max()).astype(np.uint8))
+    (folder / "notes.txt").write_text("not an image")
+    return folder
+
+
+def tiny_bench(folder, out, **kwargs) -> BenchConfig:
+    fit = FitConfig(iters=4, network=NetworkConfig(hidden_features=8, rff_frequencies=8, pe_frequencies=4),
+                    lpips=False, device="cpu")  # fmt: skip
+    options = dict(
+        images=folder, out=out, variants=("mlp-pe", "filtered-rff", "eq:mlp-rff,match_params=filtered-rff"), fit=fit,
+        downsample=1, sweep_names=("one",), sweep_sigmas=(1.0, 10.0), sweep_pe_scales=(4.0,), sweep_iters=3,
+        long_names=("two",), long_iters=6, long_variants=("mlp-pe",), progress=False,
+    )  # fmt: skip
+    options.update(kwargs)
+    return BenchConfig(**options)
+
+
+def test_job_grid(image_folder, tmp_path):
+    jobs = build_jobs(tiny_bench(image_folder, tmp_path / "out"))
+    folders = [str(job.folder) for job in jobs]
+    assert folders[:6] == ["runs/one/mlp-pe", "runs/two/mlp-pe", "runs/one/filtered-rff", "runs/two/filtered-rff",
+                           "runs/one/eq", "runs/two/eq"]  # fmt: skip
+    assert "sweep/one/filtered-rff-sigma10" in folders and "sweep/one/filtered-pe-scale4" in folders
+    assert folders[-1] == "long/two/mlp-pe" and jobs[-1].iters == 6
+    assert len(jobs) == 6 + 6 + 1 and [job.index for job in jobs] == list(range(len(jobs)))
+    sweep = next(job for job in jobs if job.variant.label == "mlp-pe-scale4")
+    config = job_config(tiny_bench(image_folder, tmp_path / "out"), sweep, 3, 20)
+    assert config.network.pe == "loglinear" and config.network.pe_scale == 4.0 and config.iters == 3
+    with pytest.raises(ImageError, match="no image named"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", names=("three",)))
+    with pytest.raises(ImageError, match="unknown option"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,bogus=1",)))
+
+
+def test_bench_runs_resumes_and_summarises(image_folder, tmp_path, capsys):
+    out = tmp_path / "out"
+    config = tiny_bench(image_folder, out)
+    summary = run_bench(config, notify=lambda message: None)
+    assert summary["jobs_done"] == summary["jobs_total"] == 13
+    for name in ("results.json", "results.md", "crops_one.png", "curves_one.png", "sweep.png", "bench.json"):
+        assert (out / name).is_file(), name
+    stored = json.loads((out / "results.json").read_text())
+    means = stored["groups"]["main"]["means"]
+    assert set(means) == {"mlp-pe", "filtered-rff", "eq"}
+    assert (
+        abs(means["eq"]["num_params"] - means["filtered-rff"]["num_params"]) / means["filtered-rff"]["num_params"]
+        < 0.05
+    )
+    assert means["filtered-rff"]["num_filter_params"] == 3 * 16 * 16
+    run = stored["groups"]["main"]["runs"][0]
+    assert {"psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter", "num_params", "params_per_value"} <= set(run)
+    markdown = (out / "results.md").read_text()
+    assert "| filtered-rff |" in markdown and "params/value" in markdown and "Robustness sweep" in markdown
+
+    metrics_file = out / "runs/one/mlp-pe/metrics.json"
+    stamp = metrics_file.stat().st_mtime_ns
+    os.utime(metrics_file, ns=(stamp - 10**9, stamp - 10**9))
+    run_bench(config, notify=lambda message: None)  # finished jobs are skipped
+    assert metrics_file.stat().st_mtime_ns == stamp - 10**9
+
+    capsys.readouterr()
+    run_bench(tiny_bench(image_folder, out, list_jobs=True))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 13 and all("\tdone\t" in line for line in lines)
+
+
+def test_shard_and_single_job(image_folder, tmp_path):
+    out = tmp_path / "out"
+    run_bench(tiny_bench(image_folder, out, shard="1/2", sweep_names=(), long_names=()), notify=lambda m: None)
+    done = sorted(str(p.parent.relative_to(out)) for p in out.glob("runs/*/*/metrics.json"))
+    assert done == ["runs/two/eq", "runs/two/filtered-rff", "runs/two/mlp-pe"]  # odd indices 1, 3, 5
+    assert run_bench(tiny_bench(image_folder, out, job=0, sweep_names=(), long_names=())) is None
+    assert (out / "runs/one/mlp-pe/metrics.json").exists()
+    with pytest.raises(ImageError, match="out of range"):
+        run_bench(tiny_bench(image_folder, out, job=99, sweep_names=(), long_names=()))
+    with pytest.raises(ImageError, match="I/N"):
+        run_bench(tiny_bench(image_folder, out, shard="x", sweep_names=(), long_names=()))
+
+
+def test_bench_protects_foreign_folders_and_other_protocols(image_folder, tmp_path):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("precious")
+    with pytest.raises(ImageError, match="holds no benchmark"):
+        run_bench(tiny_bench(image_folder, foreign, sweep_names=(), long_names=(), variants=("mlp-pe",)))
+    out = tmp_path / "out"
+    run_bench(tiny_bench(image_folder, out, sweep_names=(), long_names=(), variants=("mlp-pe",)))
+    other = tiny_bench(image_folder, out, sweep_names=(), long_names=(), variants=("mlp-pe",), downsample=2)
+    with pytest.raises(ImageError, match="another protocol"):
+        run_bench(other)
