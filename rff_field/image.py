@@ -60,6 +60,9 @@ class FitConfig:
     it the filter uses the constant ``filter_lr``."""
     direction: Literal["adam", "gradient"] = "adam"
     """Line search: update direction whose directional derivative the rule uses (Adam's step or -gradient)."""
+    rule: Literal["paper", "balance"] = "paper"
+    """Line search: ``paper``: the paper's rule as DESIGN.md reads it; ``balance``: a named deviation, the rate
+    at which the filter's predicted decrease equals the INR's (see ``rff_field.line_search``)."""
     lr_max: float = 1e-3
     """Line search: upper bound of the filter's learning rate."""
     lr_min: float = 0.0
@@ -212,6 +215,7 @@ def fit_image(
             optimizer,
             loss_fn=lambda: step_loss["loss"],
             direction=config.direction,
+            rule=config.rule,
             lr_min=config.lr_min,
             lr_max=config.lr_max,
             eps=config.ls_eps,

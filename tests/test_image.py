@@ -109,6 +109,8 @@ def test_filter_learning_rate_options():
     searched = fit_image(image, small("filtered-rff", iters=10, lr_max=5e-3), progress=False).metrics
     assert searched["line_search"] and len(searched["line_search_history"]["d_filter"]) == 10
     assert all(0.0 <= lr <= 5e-3 for lr in searched["filter_lr_history"])
+    balanced = fit_image(image, small("filtered-rff", iters=10, rule="balance"), progress=False).metrics
+    assert balanced["config"]["rule"] == "balance" and all(0.0 <= lr <= 1e-3 for lr in balanced["filter_lr_history"])
     constant = fit_image(image, small("filtered-rff", iters=10, line_search=False, filter_lr=2e-3), progress=False)
     assert constant.metrics["filter_lr_history"] == [2e-3] * 10 and constant.metrics["line_search_history"] is None
     decayed = fit_image(image, small("filtered-rff", iters=10, line_search=False, filter_lr=2e-3, filter_schedule=True),
