@@ -142,6 +142,9 @@ def plot_sweep(rows: list[dict], path: Path) -> None:
                 ys = [np.mean([r[measure] for r in mine if r[key] == x and r[measure] is not None]) for x in xs]
                 ax.plot(xs, ys, style, color=color, label=f"{method} ({'best' if measure == 'best_psnr' else 'final'})")
         ax.set_xscale("log")
+        ticks = sorted({r[key] for r in rows if r["method"] in methods})
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
         ax.set_xlabel(xlabel)
         ax.set_ylabel("PSNR (dB)")
         ax.grid(alpha=0.3)

@@ -8,8 +8,8 @@
 #
 # usage: scripts/bench_image_cpu.sh [OUT]        (default OUT: outputs/bench-image-cpu)
 #        WORKERS=2 KODAK=../shared/data/kodak scripts/bench_image_cpu.sh
-# Summary only (any time): .venv/bin/rff-image bench <same ARGS> --summarize-only, then copy into
-# benchmarks/image/ with scripts/bench_image_collect.sh.
+# Summary only (any time, while it runs too): SUMMARIZE=1 scripts/bench_image_cpu.sh [OUT], then copy into
+# benchmarks/image/ with scripts/bench_image_collect.sh [OUT].
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-outputs/bench-image-cpu}
@@ -22,6 +22,10 @@ ARGS=(--images "$KODAK" --names kodim01 kodim05 kodim13 kodim15 --out "$OUT" --i
       --downsample 4 --sweep-names kodim05 --sweep-iters 2000 --long-names kodim05 --long-iters 20000
       --long-variants mlp-pe filtered-pe filtered-pe-nols siren gauss mlp-rff mlp-pe-wide wire filtered-pe-wide
       filtered-rff)
+
+if [ -n "${SUMMARIZE:-}" ]; then  # only rebuild results.json, results.md and the figures
+  exec "$RFF_IMAGE" bench "${ARGS[@]}" --summarize-only
+fi
 
 mkdir -p "$OUT/logs"
 rm -rf "$OUT/.claims" && mkdir -p "$OUT/.claims"
