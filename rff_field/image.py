@@ -31,7 +31,10 @@ from rff_field.filter import FilteredEncoding, split_filter_parameters
 from rff_field.image_data import ImageError, LoadedImage, downsample, load_image, pixel_coordinates, save_image
 from rff_field.line_search import FilterLineSearch
 from rff_field.metrics import image_metrics, psnr_from_mse
-from rff_field.networks import FourierFeatureMLP, NetworkConfig, build_network, count_parameters
+from rff_field.networks import METHODS, FourierFeatureMLP, NetworkConfig, build_network, count_parameters
+
+IMAGE_METHODS: tuple[str, ...] = (*METHODS, "sape")
+"""Every method ``rff-image`` fits (SAPE is 2D-only, so it is not in ``networks.METHODS``)."""
 
 DEFAULT_LR = {"wire": 5e-3, "siren": 1e-3, "gauss": 1e-3}
 """Learning rates of the WIRE repository / DESIGN.md; every other method (ReLU + PE/RFF, filtered) uses 1e-3."""
@@ -192,6 +195,9 @@ def fit_image(
     coords = pixel_coordinates(height, width).to(device)
     target = pixels.reshape(-1, channels).to(device=device, dtype=torch.float32)
     forward = _Forward(model, coords, config.cache_embedding)
+    progressive = model if hasattr(model, "observe_error") else None  # SAPE
+    if progressive is not None:
+        progressive.configure(config.iters)
 
     filter_params, inr_params = split_filter_parameters(model)
     batch_scale = min(1.0, config.batch_size / num_pixels) if config.scale_lr_with_batch else 1.0
@@ -242,6 +248,8 @@ def fit_image(
                 loss.backward()
                 optimizer.step()
                 mse_history[it] = loss.detach()
+                if progressive is not None:
+                    progressive.observe_error((prediction.detach() - target).square().mean(-1), coords)
             else:
                 order = torch.randperm(num_pixels, device=device, generator=generator)
                 sse = torch.zeros((), device=device, dtype=torch.float64)
@@ -254,8 +262,13 @@ def fit_image(
                     loss.backward()
                     optimizer.step()
                     sse += loss.detach() * index.numel()
+                    if progressive is not None:
+                        error = (prediction.detach() - target[index]).square().mean(-1)
+                        progressive.observe_error(error, coords[index])
                 mse_history[it] = sse / num_pixels
             scheduler.step()
+            if progressive is not None:
+                progressive.end_iteration(it)
             if filter_params:
                 filter_lr_history.append(
                     line_search.history[-1] if line_search is not None else optimizer.param_groups[1]["lr"]
@@ -311,6 +324,8 @@ def fit_image(
         "filter_lr_history": filter_lr_history if filter_params else None,
         "line_search_history": search_history if line_search is not None else None,
     }
+    if progressive is not None:
+        metrics.update(progressive.summary())
     embedding = _embedding_channels(model, coords, height, width, config.dump_embedding, notify)
     return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding)
 
@@ -332,7 +347,8 @@ def _progress_bar(enabled: bool, total: int, name: str, method: str):
 
 
 def _embedding_dim(model: nn.Module) -> Optional[int]:
-    return model.encoding.get_out_dim() if isinstance(model, FourierFeatureMLP) else None
+    encoding = getattr(model, "encoding", None)
+    return encoding.get_out_dim() if encoding is not None else None
 
 
 @torch.no_grad()

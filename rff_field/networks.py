@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from rff_field.encodings import PositionalEncoding, RandomFourierEncoding
 from rff_field.filter import FilteredEncoding
 
-Method = Literal["mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff"]
+Method = Literal["mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff", "sape"]
 METHODS: tuple[str, ...] = ("mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff")
 FilterInit = Literal["default", "scaled", "identity", "orthogonal"]
 
@@ -232,6 +232,12 @@ class NetworkConfig:
     for 2+ layers); or orthogonal matrices times the gain."""
     filter_init_gain: float = 1.0
     """Gain of the ``scaled``, ``identity`` and ``orthogonal`` filter initialisations."""
+    sape_embedding: Literal["rff", "pe"] = "rff"
+    """SAPE (2D only): progressively revealed embedding, RFF (``rff_*`` options) or PE (``pe*`` options)."""
+    sape_res: int = 128
+    """SAPE: cells per axis of the spatial progression grid."""
+    sape_epsilon: float = 1e-3
+    """SAPE: a cell stops revealing frequencies once its (blurred) MSE is below this."""
 
 
 def build_encoding(config: NetworkConfig, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
@@ -269,6 +275,12 @@ def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: 
         return Gauss(in_dim, out_dim, width, depth, config.gauss_scale)
     if config.method == "wire":
         return Wire(in_dim, out_dim, width, depth, config.wire_omega0, config.wire_sigma0)
+    if config.method == "sape":  # 2D images only; METHODS lists the methods every task supports
+        from rff_field.sape import SapeMLP
+
+        embedding = NetworkConfig(**{**config.__dict__, "method": f"mlp-{config.sape_embedding}"})
+        encoding = build_encoding(embedding, in_dim, sidelength)
+        return SapeMLP(encoding, out_dim, width, depth, res=config.sape_res, epsilon=config.sape_epsilon)
     if config.method not in METHODS:
         raise ValueError(f"unknown method {config.method!r}; choose one of {', '.join(METHODS)}")
     encoding = build_encoding(config, in_dim, sidelength)

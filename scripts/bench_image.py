@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rff_field.image import FitConfig  # noqa: E402
-from rff_field.image_bench import DEFAULT_VARIANTS, BenchConfig, build_jobs, run_bench  # noqa: E402
+from rff_field.image_bench import PRESETS, BenchConfig, build_jobs, run_bench  # noqa: E402
 from rff_field.image_data import ImageError  # noqa: E402
 from rff_field.networks import NetworkConfig  # noqa: E402
 
@@ -57,7 +57,7 @@ def protocol(name: str, args: argparse.Namespace) -> BenchConfig:
         options["sweep_names"] = ()
     if args.no_long:
         options["long_names"] = ()
-    variants = tuple(args.variants) if args.variants else DEFAULT_VARIANTS
+    variants = tuple(args.variants) if args.variants else tuple(PRESETS)
     return BenchConfig(images=args.images, out=args.out, variants=variants, fit=fit, progress=False, **options)
 
 
@@ -75,7 +75,7 @@ def main() -> int:
     parser.add_argument("--images", type=Path, default=ROOT.parent / "shared" / "data" / "kodak", help="image folder")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench-image-gpu", help="output folder")
     parser.add_argument("--names", nargs="*", help="image stems (default: the protocol's)")
-    parser.add_argument("--variants", nargs="*", help="variants (default: every preset)")
+    parser.add_argument("--variants", nargs="*", help="variants (default: every preset, SAPE included)")
     parser.add_argument("--iters", type=int, help="iterations of the main grid (default: the protocol's)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="training device")
     parser.add_argument("--workers", type=int, default=1, help="jobs run side by side (processes)")

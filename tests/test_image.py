@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rff_field.cli import image as cli
-from rff_field.image import FitConfig, fit_image, prepare_image, run_fit
+from rff_field.image import IMAGE_METHODS, FitConfig, fit_image, prepare_image, run_fit
 from rff_field.image_data import ImageError
-from rff_field.networks import METHODS, NetworkConfig
+from rff_field.networks import NetworkConfig
 
 METRIC_KEYS = {
     "method", "image", "height", "width", "iters", "psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter",
@@ -45,7 +45,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", IMAGE_METHODS)
 def test_every_method_lowers_the_loss(method):
     result = fit_image(smooth_image(), small(method), progress=False)
     history = result.metrics["psnr_history"]
