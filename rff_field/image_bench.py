@@ -466,6 +466,7 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
         if done:
             target = downsample(load_image(main_jobs[0].path).pixels, config.downsample)
             plot_crops(target, done, config.out / f"crops_{crops_image}.png", title=crops_image)
+            plot_crops(target, done, config.out / f"crops_flat_{crops_image}.png", title=crops_image, flat=True)
             plot_bench_curves(done, config.out / f"curves_{crops_image}.png", title=crops_image)
     if groups["sweep"]["runs"]:
         plot_sweep(groups["sweep"]["runs"], config.out / "sweep.png")

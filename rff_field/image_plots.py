@@ -20,14 +20,15 @@ def _pyplot():
     return plt
 
 
-def detail_window(image: Float[Tensor, "H W C"], size: int) -> tuple[int, int]:
-    """Top-left corner of the ``size`` x ``size`` window with the most gradient energy (an edge-rich crop)."""
+def detail_window(image: Float[Tensor, "H W C"], size: int, flat: bool = False) -> tuple[int, int]:
+    """Top-left corner of the ``size`` x ``size`` window with the most gradient energy (an edge-rich crop), or the
+    least (``flat``: where high-frequency noise of a reconstruction shows)."""
     gray = image.float().mean(dim=-1)
     energy = torch.zeros_like(gray)
     energy[:, 1:] += (gray[:, 1:] - gray[:, :-1]).abs()
     energy[1:, :] += (gray[1:, :] - gray[:-1, :]).abs()
     pooled = torch.nn.functional.avg_pool2d(energy[None, None], size, stride=max(1, size // 4))[0, 0]
-    row, col = divmod(int(torch.argmax(pooled)), pooled.shape[1])
+    row, col = divmod(int(torch.argmin(pooled) if flat else torch.argmax(pooled)), pooled.shape[1])
     stride = max(1, size // 4)
     return row * stride, col * stride
 
@@ -54,6 +55,7 @@ def plot_crops(
     path: Path,
     title: str = "",
     size: Optional[int] = None,
+    flat: bool = False,
 ) -> None:
     """The full target with the crop marked, the target's crop, and every run's crop with its PSNR.
 
@@ -62,12 +64,13 @@ def plot_crops(
         runs: (label, folder holding reconstruction.png, metrics or None) per method.
         path: Output PNG.
         title: Figure title.
-        size: Crop side in pixels (default: half the short side).
+        size: Crop side in pixels (default: half the short side; a quarter for ``flat``).
+        flat: Crop the flattest region instead of the most detailed one.
     """
     plt = _pyplot()
     height, width = target.shape[:2]
-    size = size or max(8, min(height, width) // 2)
-    top, left = detail_window(target, size)
+    size = size or max(8, min(height, width) // (4 if flat else 2))
+    top, left = detail_window(target, size, flat)
     gt = target.numpy()
     panels = [("target", gt, None, True), ("target (crop)", gt, None, False)]
     for label, folder, metrics in runs:
@@ -88,7 +91,8 @@ def plot_crops(
             _show(ax, image[top : top + size, left : left + size])
         caption = label if metrics is None else f"{label}\n{metrics['best_psnr']:.2f} / {metrics['psnr']:.2f} dB"
         ax.set_title(caption, fontsize=8)
-    fig.suptitle(f"{title}: crops (best / final PSNR)" if title else "crops (best / final PSNR)", fontsize=10)
+    kind = "flat-region crops" if flat else "crops"
+    fig.suptitle(f"{title}: {kind} (best / final PSNR)" if title else f"{kind} (best / final PSNR)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)

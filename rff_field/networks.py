@@ -206,6 +206,8 @@ class NetworkConfig:
     NeRF's ``2**k``."""
     pe_frequencies: int = 64
     """Frequencies per input dimension for the log-linear and NeRF PE (WIRE's follows from the signal size)."""
+    pe_bands: Optional[int] = None
+    """Bands of the WIRE PE (default: ``floor(log2(side / 4))`` for the signal's side length)."""
     pe_scale: float = 32.0
     """Highest frequency of the log-linear PE, in cycles per unit of the input coordinates."""
     rff_frequencies: int = 128
@@ -251,9 +253,9 @@ def build_encoding(config: NetworkConfig, in_dim: int, sidelength: Optional[int]
     if config.method.endswith("-rff"):
         return RandomFourierEncoding(in_dim, config.rff_frequencies, config.rff_sigma, seed=config.rff_seed)
     if config.pe == "wire":
-        if sidelength is None:
+        if sidelength is None and not config.pe_bands:
             raise ValueError("the WIRE PE needs the signal's side length; pass sidelength or choose another --pe")
-        return PositionalEncoding.wire(in_dim, sidelength)
+        return PositionalEncoding.wire(in_dim, 4 * 2**config.pe_bands if config.pe_bands else sidelength)
     if config.pe == "nerf":
         return PositionalEncoding.nerf(in_dim, config.pe_frequencies)
     return PositionalEncoding(in_dim, config.pe_frequencies, config.pe_scale)

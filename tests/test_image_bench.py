@@ -124,7 +124,8 @@ def test_bench_runs_resumes_and_summarises(image_folder, tmp_path, capsys):
     config = tiny_bench(image_folder, out)
     summary = run_bench(config, notify=lambda message: None)
     assert summary["jobs_done"] == summary["jobs_total"] == 13
-    for name in ("results.json", "results.md", "crops_one.png", "curves_one.png", "sweep.png", "bench.json"):
+    for name in ("results.json", "results.md", "crops_one.png", "crops_flat_one.png", "curves_one.png", "sweep.png",
+                 "bench.json"):  # fmt: skip
         assert (out / name).is_file(), name
     stored = json.loads((out / "results.json").read_text())
     means = stored["groups"]["main"]["means"]
