@@ -203,3 +203,11 @@ def test_cli_fit_runs_and_refuses_to_overwrite(monkeypatch, capsys, tmp_path):
     assert stored["config"]["network"]["filter_bias"] and not stored["line_search"] and stored["channels"] == 3
     assert run_cli(monkeypatch, *args) == 2
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_cli_invalid_network_setting_is_one_line(monkeypatch, capsys, tmp_path):
+    iio.imwrite(tmp_path / "tiny.png", np.zeros((6, 6, 3), np.uint8))
+    code = run_cli(monkeypatch, "fit", "--image", str(tmp_path / "tiny.png"), "--out", str(tmp_path / "o"),
+                   "--method", "mlp-pe", "--pe", "wire", "--no-progress")  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "too small" in err

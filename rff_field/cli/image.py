@@ -11,7 +11,6 @@ import tyro
 
 from rff_field.image import FitConfig, run_fit
 from rff_field.image_bench import BenchConfig, run_bench
-from rff_field.image_data import ImageError
 
 
 @dataclass
@@ -72,8 +71,8 @@ def main(command: Union[Fit, Bench]) -> None:
             if summary is not None:
                 out = command.config.out / "results.md"
                 print(f"{summary['jobs_done']} of {summary['jobs_total']} jobs done -> {out}")
-    except ImageError as error:
-        _error(str(error))
+    except ValueError as error:  # ImageError, and invalid network settings (e.g. an image too small for its PE)
+        _error(str(error).splitlines()[0] if str(error) else type(error).__name__)
     except KeyboardInterrupt:
         print("rff-image: interrupted", file=sys.stderr)
         sys.exit(130)
