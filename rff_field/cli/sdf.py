@@ -1,0 +1,272 @@
+"""``rff-sdf``: fit signed distance functions of shapes with BACON's protocol, and benchmark the methods.
+
+Subcommands:
+    fit    one method on one shape: mesh.ply, metrics.json, render.png
+    bench  all methods on several shapes: results.json, results.md, a figure
+    pool   precompute exact-SDF samples into an .npz (to train where open3d is missing, e.g. a GPU machine)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Optional, Union
+
+import tyro
+
+from rff_field.sdf import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
+from rff_field.sdf_data import MeshError
+from rff_field.sdf_run import OutputConfig
+
+Flat = tyro.conf.OmitArgPrefixes
+
+
+@dataclass
+class BenchNetworkConfig(SDFNetworkConfig):
+    """Network options shared by every method of the benchmark (per-method overrides go in --methods)."""
+
+    method: tyro.conf.Suppress[SDFMethod] = "filtered-pe"
+
+
+@dataclass
+class Fit:
+    """Fit the SDF of one shape and write mesh.ply, metrics.json, render.png, history.npz, config.json, model.pt.
+
+    Samples are drawn fresh every step with exact signed distances (open3d), unless --pool gives precomputed
+    ones. Everything is measured in BACON's normalised space (the shape scaled into [-0.45, 0.45]^3).
+    """
+
+    mesh: Optional[Path] = None
+    """Watertight mesh to fit (PLY, OBJ, OFF or STL); default: a generated bumpy sphere."""
+    out: Path = Path("outputs/sdf")
+    """Output directory; must be empty or absent unless --overwrite."""
+    network: Annotated[SDFNetworkConfig, Flat] = field(default_factory=SDFNetworkConfig)
+    train: Annotated[SDFTrainConfig, Flat] = field(default_factory=SDFTrainConfig)
+    output: Annotated[OutputConfig, Flat] = field(default_factory=OutputConfig)
+    pool: Optional[Path] = None
+    """Train from a sample pool written by `rff-sdf pool` instead of fresh samples (then leave out --mesh)."""
+    fill_holes: bool = False
+    """Close the mesh's holes (open3d fill_holes, repeated) before the watertightness check."""
+    sign_rays: int = 1
+    """Rays per point voting on inside/outside (odd); raise it if signs look noisy."""
+    overwrite: bool = False
+    """Write into a non-empty --out, replacing files of the same names."""
+
+
+@dataclass
+class Bench:
+    """Run several methods on several shapes with one protocol; write results.json, results.md, a figure.
+
+    Each shape is sampled once into OUT/pools/<shape>.npz (every method then sees the same samples); each run goes
+    to OUT/runs/<shape>/<method>/ with the same files as `fit`.
+    """
+
+    out: Path = Path("outputs/sdf-bench")
+    """Output directory; must be empty or absent unless --resume, --report-only or --overwrite."""
+    meshes: tuple[Path, ...] = ()
+    """Watertight meshes; default: the generated shape."""
+    methods: tuple[str, ...] = SDF_METHODS
+    """Methods, each NAME or NAME:key=value,... with network/training overrides, e.g. filtered-pe:line_search=false
+    or mlp-pe:hidden_features=300."""
+    network: Annotated[BenchNetworkConfig, Flat] = field(default_factory=BenchNetworkConfig)
+    train: Annotated[SDFTrainConfig, Flat] = field(default_factory=SDFTrainConfig)
+    output: Annotated[OutputConfig, Flat] = field(default_factory=OutputConfig)
+    pool_size: Optional[int] = None
+    """Samples per shape pool; default iters x points-per-step (fresh samples every step)."""
+    fill_holes: bool = False
+    """Close holes of the meshes before the watertightness check."""
+    sign_rays: int = 1
+    """Rays per point voting on inside/outside when sampling."""
+    figure_mesh: Optional[str] = None
+    """Shape (file stem) of the figure of all methods; default: the first."""
+    resume: bool = False
+    """Keep finished runs (those with metrics.json) and pools, and run the rest."""
+    report_only: bool = False
+    """Only rebuild the results from the runs in --out (recomputing inexact metrics, e.g. from a GPU run)."""
+    overwrite: bool = False
+    """Write into a non-empty --out."""
+
+
+@dataclass
+class Pool:
+    """Precompute BACON samples of a shape with exact signed distances into an .npz, plus the ground truth needed
+    for the metrics, so that training can run where open3d is not installed (e.g. a GPU machine)."""
+
+    out: Path
+    """The .npz to write."""
+    mesh: Optional[Path] = None
+    """Watertight mesh (PLY, OBJ, OFF or STL); default: the generated shape."""
+    size: int = 10_000_000
+    """Number of samples (half coarse, half fine); iters x points-per-step gives fresh samples every step."""
+    coarse_scale: float = 0.1
+    """Laplace scale of the coarse samples."""
+    fine_scale: float = 1e-3
+    """Laplace scale of the fine samples."""
+    seed: int = 0
+    """Seed of the sampling."""
+    eval_samples: int = 100_000
+    """Ground-truth surface samples stored for the metrics."""
+    fill_holes: bool = False
+    """Close holes of the mesh before the watertightness check."""
+    sign_rays: int = 1
+    """Rays per point voting on inside/outside."""
+    overwrite: bool = False
+    """Replace an existing file."""
+
+
+def _check_common(train: SDFTrainConfig, output: OutputConfig) -> None:
+    if train.iters < 1:
+        raise ValueError(f"--iters must be at least 1, got {train.iters}")
+    if train.points_per_step < 2:
+        raise ValueError(f"--points-per-step must be at least 2, got {train.points_per_step}")
+    if output.resolution < 8:
+        raise ValueError(f"--resolution must be at least 8, got {output.resolution}")
+    if train.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("CUDA is not available here; use --device cpu")
+
+
+def run_fit(cmd: Fit) -> dict:
+    from rff_field.sdf_data import MeshSDF, SamplePool, load_shape
+    from rff_field.sdf_run import GroundTruth, prepare_out_dir, run_sdf
+
+    _check_common(cmd.train, cmd.output)
+    if cmd.pool is not None and cmd.mesh is not None:
+        raise ValueError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
+    if cmd.pool is not None:
+        from rff_field.sdf_bench import load_pool_arrays
+
+        arrays = load_pool_arrays(cmd.pool)
+        sampler = SamplePool(arrays, device=cmd.train.device, seed=cmd.train.seed)
+        name = str(sampler.meta.get("name", cmd.pool.stem))
+        gt = GroundTruth.from_arrays(arrays, name)
+    else:
+        name, mesh = load_shape(cmd.mesh, cmd.fill_holes)
+        sampler = MeshSDF(mesh, cmd.train.coarse_scale, cmd.train.fine_scale, cmd.train.seed, cmd.sign_rays)
+        gt = GroundTruth.from_mesh_sdf(sampler, name, cmd.output.eval_samples)
+    out = prepare_out_dir(cmd.out, cmd.overwrite)
+    record = run_sdf(out, gt, sampler, cmd.network, cmd.train, cmd.output)
+    cd = record["chamfer"]
+    print(
+        f"{name} {record['label']}: {record['iters']} steps, {record['seconds_per_iter']:.3g} s/step, "
+        f"Chamfer {cd:.4g}, F-score {record['f_score']:.3f} -> {out}"
+        if cd is not None
+        else f"{name} {record['label']}: no surface at level 0 after {record['iters']} steps -> {out}"
+    )
+    return record
+
+
+def run_bench(cmd: Bench) -> dict:
+    from rff_field import sdf_bench
+    from rff_field.sdf_data import pool_size_for
+
+    out = Path(cmd.out)
+    specs = [sdf_bench.parse_method(m) for m in cmd.methods]
+    if not specs:
+        raise ValueError("--methods is empty; give at least one method")
+    network = SDFNetworkConfig(**{f.name: getattr(cmd.network, f.name) for f in dataclasses.fields(cmd.network)})
+    protocol = {
+        "meshes": [str(m) for m in cmd.meshes] or ["generated"],
+        "methods": list(cmd.methods),
+        "network": dataclasses.asdict(network) | {"method": "per run"},
+        "train": dataclasses.asdict(cmd.train),
+        "output": dataclasses.asdict(cmd.output),
+        "pool_size": cmd.pool_size or pool_size_for(cmd.train.iters, cmd.train.points_per_step),
+    }
+    if cmd.report_only:
+        if not out.is_dir():
+            raise FileNotFoundError(f"{out} does not exist; run the benchmark first")
+        records = sdf_bench.reevaluate(out, cmd.output)
+        if not records:
+            raise ValueError(f"no runs under {out}/runs; run the benchmark first")
+        old = out / "results.json"
+        if old.is_file():
+            import json
+
+            protocol = json.loads(old.read_text()).get("protocol", protocol)
+    else:
+        _check_common(cmd.train, cmd.output)
+        if out.is_dir() and any(out.iterdir()) and not (cmd.resume or cmd.overwrite):
+            raise FileExistsError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
+        out.mkdir(parents=True, exist_ok=True)
+        shapes = []
+        for mesh in cmd.meshes or (None,):
+            name = Path(mesh).stem if mesh is not None else "generated"
+            pool_path = out / "pools" / f"{name}.npz"
+            if not (cmd.resume and pool_path.is_file()):
+                sdf_bench.write_pool(
+                    mesh,
+                    pool_path,
+                    protocol["pool_size"],
+                    cmd.train.coarse_scale,
+                    cmd.train.fine_scale,
+                    seed=cmd.train.seed,
+                    fill_holes=cmd.fill_holes,
+                    surface_samples=cmd.output.eval_samples,
+                    sign_rays=cmd.sign_rays,
+                )
+            shapes.append((name, pool_path))
+        records = sdf_bench.run_bench(out, shapes, specs, network, cmd.train, cmd.output, resume=cmd.resume)
+    written = sdf_bench.write_report(out, records, protocol, cmd.figure_mesh, cmd.output.view)
+    print("wrote " + ", ".join(str(p) for p in written.values()))
+    return {"records": records, "written": written}
+
+
+def run_pool(cmd: Pool) -> Path:
+    from rff_field.sdf_bench import write_pool
+
+    out = Path(cmd.out)
+    if out.suffix != ".npz":
+        raise ValueError(f"--out {out} should end in .npz")
+    if out.exists() and not cmd.overwrite:
+        raise FileExistsError(f"{out} already exists; choose another --out or pass --overwrite")
+    write_pool(
+        cmd.mesh,
+        out,
+        cmd.size,
+        cmd.coarse_scale,
+        cmd.fine_scale,
+        cmd.seed,
+        cmd.fill_holes,
+        cmd.eval_samples,
+        cmd.sign_rays,
+    )
+    print(f"wrote {out}")
+    return out
+
+
+Command = Union[
+    Annotated[Fit, tyro.conf.subcommand("fit")],
+    Annotated[Bench, tyro.conf.subcommand("bench")],
+    Annotated[Pool, tyro.conf.subcommand("pool")],
+]
+
+
+def main(args: Optional[list[str]] = None) -> object:
+    """Parse ``args`` and run the subcommand; user errors raise (see :func:`entrypoint`)."""
+    cmd = tyro.cli(Command, args=args, description=__doc__)
+    if isinstance(cmd, Fit):
+        return run_fit(cmd)
+    if isinstance(cmd, Bench):
+        return run_bench(cmd)
+    return run_pool(cmd)
+
+
+def entrypoint() -> None:
+    """Console script: user errors print one line and exit with status 2."""
+    try:
+        main()
+    except (MeshError, FileExistsError, FileNotFoundError, ValueError) as err:
+        print(f"rff-sdf: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("rff-sdf: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,53 @@
+"""BACON: quantised frozen frequencies, band limits, multiscale outputs."""
+
+import math
+
+import pytest
+import torch
+
+from rff_field.bacon import SDF_OUTPUT_LAYERS, Bacon, default_schedule
+
+
+def test_sdf_setup_matches_the_bacon_repository():
+    net = Bacon(3, 1)  # 256 wide, 8 hidden layers, max frequency 384, outputs after 2 4 6 8
+    assert net.output_layers == SDF_OUTPUT_LAYERS
+    assert net.bandwidths() == pytest.approx([24, 48, 96, 192], abs=1e-3)  # 1/8 .. 1 of 384 / 2
+    assert len(net.filters) == 4  # filters of equal bandwidth are shared, as in the repository
+    outs = net.forward_multiscale(torch.rand(7, 3) - 0.5)
+    assert len(outs) == 4 and all(o.shape == (7, 1) for o in outs)
+
+
+def test_filter_frequencies_are_quantised_and_frozen():
+    net = Bacon(3, 1, hidden_features=64, hidden_layers=4, max_frequency=64)
+    names = {n for n, _ in net.named_parameters()}
+    assert not any("omega" in n for n in names)  # frequencies are buffers, only phases train
+    for f in net.filters:
+        cycles = f.omega / (2 * math.pi)
+        torch.testing.assert_close(cycles, cycles.round())  # whole periods over a unit domain
+
+
+def test_outputs_are_band_limited():
+    # 1D network on one period of [-0.5, 0.5): the spectrum of each output stops at its bandwidth.
+    net = Bacon(1, 1, hidden_features=32, hidden_layers=4, max_frequency=40, output_layers=(2, 4), seed=1)
+    n = 512
+    x = (torch.arange(n) / n - 0.5)[:, None]
+    with torch.no_grad():
+        outs = net.forward_multiscale(x)
+    for out, limit in zip(outs, net.bandwidths()):
+        spectrum = torch.fft.rfft(out[:, 0].double()).abs()
+        above = spectrum[int(limit) + 1 :].max() / spectrum.max()
+        assert above < 1e-6
+        assert spectrum[int(limit) // 2 :].max() / spectrum.max() > 1e-4  # it does use its band
+
+
+def test_single_scale_and_custom_schedules():
+    scales, outputs = default_schedule(3, multiscale=False)
+    assert len(scales) == 4 and outputs == (3,)
+    assert sum(scales) == pytest.approx(1.0)
+    net = Bacon(3, 2, hidden_features=16, hidden_layers=3, input_scales=scales, output_layers=outputs)
+    assert len(net.forward_multiscale(torch.zeros(2, 3))) == 1
+    assert net(torch.zeros(5, 3)).shape == (5, 2)
+    with pytest.raises(ValueError, match="input scales"):
+        Bacon(3, 1, hidden_layers=3, input_scales=(0.5, 0.5))
+    with pytest.raises(ValueError, match="end at"):
+        Bacon(3, 1, hidden_layers=3, output_layers=(1, 2))
