@@ -1,0 +1,113 @@
+"""``rff-export-mesh``: a coloured mesh from the density field of a trained rff-nerf / rff-nerf-lite run."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional, Tuple
+
+import tyro
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from rff_field.nerf.checks import InputError
+
+Vec3 = Tuple[float, float, float]
+
+
+@dataclass
+class ExportMesh:
+    """Extract a mesh from a trained rff-nerf model: marching cubes on its density field, vertex colours from the
+    field, largest connected component kept, written with open3d."""
+
+    load_config: Path
+    """config.yml of a trained rff-nerf or rff-nerf-lite run (ns-train prints its path at the end)."""
+    output_path: Path = Path("mesh.ply")
+    """Mesh file to write (.ply, .obj, .off or .stl)."""
+    resolution: int = 256
+    """Grid points per side of the marching-cubes grid (memory and time grow as its cube)."""
+    threshold: float = 25.0
+    """Density at which the surface is placed (higher: tighter surface, lower: more floaters)."""
+    field: Literal["fine", "coarse"] = "fine"
+    """Which of the model's two fields to mesh."""
+    bbox_min: Optional[Vec3] = None
+    """Lower corner of the box to mesh (default: the scene box of the run's dataset)."""
+    bbox_max: Optional[Vec3] = None
+    """Upper corner of the box to mesh (default: the scene box of the run's dataset)."""
+    keep_largest_component: bool = True
+    """Keep only the largest connected piece of the mesh."""
+    batch_size: int = 65536
+    """Points per forward pass of the field."""
+    overwrite: bool = False
+    """Replace OUTPUT_PATH if it exists."""
+
+    def check(self) -> None:
+        """Raise :class:`InputError` for options that cannot work, before anything is loaded."""
+        if self.resolution < 2:
+            raise InputError(f"--resolution must be at least 2, got {self.resolution}")
+        if self.batch_size < 1:
+            raise InputError(f"--batch-size must be positive, got {self.batch_size}")
+        if self.output_path.suffix.lower() not in (".ply", ".obj", ".off", ".stl"):
+            raise InputError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
+        if self.output_path.exists() and not self.overwrite:
+            raise InputError(f"{self.output_path} already exists; choose another --output-path or pass --overwrite")
+        if (self.bbox_min is None) != (self.bbox_max is None):
+            raise InputError("give both --bbox-min and --bbox-max, or neither")
+        if self.bbox_min is not None and self.bbox_max is not None:
+            if not all(lo < hi for lo, hi in zip(self.bbox_min, self.bbox_max)):
+                raise InputError(f"--bbox-min {self.bbox_min} must be below --bbox-max {self.bbox_max} on every axis")
+
+    def main(self) -> Path:
+        """Load the run, extract the mesh and write it; returns the mesh's path."""
+        from rff_field.mesh import write_mesh
+        from rff_field.nerf.loading import load_rff_pipeline, read_run_config
+        from rff_field.nerf.mesh_export import density_mesh
+        from rff_field.nerf.training import quiet_known_warnings
+
+        self.check()
+        quiet_known_warnings()
+        read_run_config(self.load_config)  # fail fast, before the dataset and the model are loaded
+        _, _, model, step = load_rff_pipeline(self.load_config, test_mode="inference")
+        aabb = model.scene_box.aabb
+        bbox_min = self.bbox_min if self.bbox_min is not None else tuple(aabb[0].tolist())
+        bbox_max = self.bbox_max if self.bbox_max is not None else tuple(aabb[1].tolist())
+        field = model.field_fine if self.field == "fine" else model.field_coarse
+        with CONSOLE.status(f"Marching cubes on a {self.resolution}^3 grid of the {self.field} density..."):
+            mesh = density_mesh(
+                field,
+                bbox_min,
+                bbox_max,
+                resolution=self.resolution,
+                threshold=self.threshold,
+                keep_largest=self.keep_largest_component,
+                batch_size=self.batch_size,
+                device=model.device,
+            )
+        path = write_mesh(mesh, self.output_path, overwrite=self.overwrite)
+        CONSOLE.print(
+            f"Wrote {path} ({len(mesh.vertices)} vertices, {len(mesh.triangles)} triangles; "
+            f"checkpoint of step {step}, density {self.threshold:g})"
+        )
+        return path
+
+
+def run(args: ExportMesh) -> int:
+    """Run the command; one line and exit status 1 for bad input."""
+    from rff_field.nerf.mesh_export import EmptyMeshError
+
+    try:
+        args.main()
+    except (InputError, EmptyMeshError, FileExistsError) as err:
+        CONSOLE.print(f"[bold red]Error:[/bold red] {err}", soft_wrap=True)
+        return 1
+    return 0
+
+
+def entrypoint() -> None:
+    """Entry point of ``rff-export-mesh``."""
+    tyro.extras.set_accent_color("bright_yellow")
+    sys.exit(run(tyro.cli(ExportMesh)))
+
+
+if __name__ == "__main__":
+    entrypoint()

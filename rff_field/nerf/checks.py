@@ -1,0 +1,149 @@
+"""Checks of user input (model options, dataset folder) that turn mistakes into one clear sentence.
+
+They run before nerfstudio builds anything, so a wrong ``--data`` or option fails at once with a message that
+says what is wrong and what to do, instead of a traceback from deep inside a data parser.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Optional
+
+from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+if TYPE_CHECKING:
+    from rff_field.nerf.model import RFFNeRFModelConfig
+
+TestMode = Literal["test", "val", "inference"]
+
+
+class InputError(ValueError):
+    """A dataset or an option that the method cannot use; the message says what to do."""
+
+
+def check_model_config(config: "RFFNeRFModelConfig") -> None:
+    """Raise :class:`InputError` for options the model cannot be built with."""
+    positive = {
+        "num-coarse-samples": config.num_coarse_samples,
+        "num-importance-samples": config.num_importance_samples,
+        "base-mlp-num-layers": config.base_mlp_num_layers,
+        "base-mlp-layer-width": config.base_mlp_layer_width,
+        "head-mlp-num-layers": config.head_mlp_num_layers,
+        "head-mlp-layer-width": config.head_mlp_layer_width,
+        "num-frequencies": config.num_frequencies,
+        "rff-num-frequencies": config.rff_num_frequencies,
+        "direction-num-frequencies": config.direction_num_frequencies,
+        "filter-num-layers": config.filter_num_layers,
+        "pe-scale": config.pe_scale,
+        "rff-sigma": config.rff_sigma,
+        "eval-num-rays-per-chunk": config.eval_num_rays_per_chunk,
+    }
+    for name, value in positive.items():
+        if not value > 0:
+            raise InputError(f"--pipeline.model.{name} must be positive, got {value}")
+    bad_skips = [s for s in config.skip_connections if not 0 < s < config.base_mlp_num_layers - 1]
+    if bad_skips:
+        raise InputError(
+            f"--pipeline.model.skip-connections {bad_skips} must lie in 1..{config.base_mlp_num_layers - 2} "
+            f"(the density MLP has {config.base_mlp_num_layers} layers)"
+        )
+    if not 0 <= config.line_search_lr_min <= config.line_search_lr_max:
+        raise InputError(
+            "need 0 <= --pipeline.model.line-search-lr-min <= --pipeline.model.line-search-lr-max, got "
+            f"{config.line_search_lr_min} and {config.line_search_lr_max}"
+        )
+    if not 0 <= config.line_search_c1 < 1:
+        raise InputError(f"--pipeline.model.line-search-c1 must lie in [0, 1), got {config.line_search_c1}")
+    if config.enable_collider:
+        params = config.collider_params or {}
+        near, far = params.get("near_plane"), params.get("far_plane")
+        if near is None or far is None or not 0 <= near < far:
+            raise InputError(f"--pipeline.model.collider-params needs 0 <= near_plane < far_plane, got {dict(params)}")
+
+
+def _needed_split(test_mode: TestMode) -> str:
+    return "val" if test_mode == "val" else "test"
+
+
+def _check_transforms(path: Path, what: str) -> dict:
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); fix or regenerate it") from None
+    frames = meta.get("frames") if isinstance(meta, dict) else None
+    if not frames:
+        raise InputError(f"{path} lists no frames; {what} needs at least one image")
+    return meta
+
+
+def _check_images(data: Path, meta: dict, transforms: Path, suffix: str) -> None:
+    missing = []
+    for frame in meta["frames"]:
+        name = str(frame.get("file_path", "")).replace("./", "")
+        if not (data / (name + suffix)).exists():
+            missing.append(name + suffix)
+    if missing:
+        raise InputError(
+            f"{len(missing)} image(s) listed in {transforms.name} are missing under {data}, e.g. {missing[0]}"
+        )
+
+
+def check_blender_dataset(data: Path, test_mode: TestMode = "val") -> None:
+    """Raise :class:`InputError` unless ``data`` is a Blender-format scene with the splits ``test_mode`` reads."""
+    data = Path(data)
+    if not data.is_dir():
+        raise InputError(
+            f"dataset folder {data} does not exist; pass --data to a Blender-format scene "
+            "(transforms_train.json, transforms_val.json, transforms_test.json) or run rff-demo to generate one"
+        )
+    if not (data / "transforms_train.json").exists():
+        if (data / "transforms.json").exists():
+            raise InputError(
+                f"{data} holds transforms.json, a nerfstudio dataset; "
+                "add the subcommand 'nerfstudio-data' after the method name (ns-train rff-nerf nerfstudio-data ...)"
+            )
+        raise InputError(
+            f"{data} has no transforms_train.json: not a Blender-format scene; pass --data to a folder with "
+            "transforms_train.json, transforms_val.json and transforms_test.json"
+        )
+    for split in ("train", _needed_split(test_mode)):
+        transforms = data / f"transforms_{split}.json"
+        if not transforms.exists():
+            purpose = "evaluation during training" if split == "val" else "evaluation and viewing"
+            raise InputError(f"{data} has no {transforms.name} (the '{split}' split, needed for {purpose}); add it")
+        meta = _check_transforms(transforms, f"the '{split}' split")
+        if "camera_angle_x" not in meta:
+            raise InputError(f"{transforms} has no camera_angle_x (the horizontal field of view); add it")
+        _check_images(data, meta, transforms, ".png")
+
+
+def check_nerfstudio_dataset(data: Path) -> None:
+    """Raise :class:`InputError` unless ``data`` is a nerfstudio dataset (a folder with transforms.json, or it)."""
+    data = Path(data)
+    if not data.exists():
+        raise InputError(f"dataset {data} does not exist; pass --data to a folder holding transforms.json")
+    transforms = data if data.suffix == ".json" else data / "transforms.json"
+    if not transforms.exists():
+        if (data / "transforms_train.json").exists():
+            raise InputError(
+                f"{data} holds transforms_train.json, a Blender-format scene; "
+                "use the subcommand 'blender-data' (ns-train rff-nerf blender-data ...) or no subcommand"
+            )
+        raise InputError(f"{data} has no transforms.json: not a nerfstudio dataset (see ns-process-data)")
+    _check_transforms(transforms, "a nerfstudio dataset")
+
+
+def check_dataset(dataparser: DataParserConfig, test_mode: TestMode = "val", data: Optional[Path] = None) -> None:
+    """Check the dataset folder (``data``, else the parser's own ``data``) for the parsers whose layout is known."""
+    data = data if data is not None else getattr(dataparser, "data", None)
+    if data is None:
+        return
+    if isinstance(dataparser, BlenderDataParserConfig):
+        check_blender_dataset(Path(data), test_mode)
+    elif isinstance(dataparser, NerfstudioDataParserConfig):
+        check_nerfstudio_dataset(Path(data))
+    elif not Path(data).exists():
+        raise InputError(f"dataset {data} does not exist; pass --data to an existing dataset")

@@ -1,0 +1,73 @@
+"""Load a trained ``rff-nerf`` run (its ``config.yml`` and latest checkpoint), with clear errors for wrong input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Tuple
+
+import yaml
+from nerfstudio.engine.trainer import TrainerConfig
+from nerfstudio.pipelines.base_pipeline import Pipeline
+from nerfstudio.utils.eval_utils import eval_setup
+
+from rff_field.nerf.checks import InputError
+from rff_field.nerf.model import RFFNeRFModel, RFFNeRFModelConfig
+
+
+def read_run_config(config_path: Path) -> TrainerConfig:
+    """Read a run's ``config.yml`` and check that it is an ``rff-nerf`` run with a checkpoint.
+
+    The checkpoint folder is taken next to ``config.yml``, so a run can be loaded from any working directory.
+
+    Raises:
+        InputError: The file is missing, is not a nerfstudio config, is another method's, or has no checkpoint.
+    """
+    config_path = Path(config_path)
+    hint = "pass the config.yml that ns-train printed at the end of training"
+    if not config_path.is_file():
+        raise InputError(f"{config_path} does not exist; {hint}")
+    try:
+        config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
+    except Exception as err:  # yaml errors, or classes of a plugin that is not installed
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"{config_path} is not a readable nerfstudio config ({reason}); {hint}") from None
+    if not isinstance(config, TrainerConfig):
+        raise InputError(f"{config_path} is not a nerfstudio config.yml; {hint}")
+    if not isinstance(config.pipeline.model, RFFNeRFModelConfig):
+        raise InputError(
+            f"{config_path} is a '{config.method_name}' run, not an rff-nerf one; this command reads runs of "
+            "rff-nerf and rff-nerf-lite (use ns-export for other methods)"
+        )
+    checkpoint_dir = config_path.parent.resolve() / config.relative_model_dir
+    if not checkpoint_dir.is_dir() or not any(checkpoint_dir.glob("step-*.ckpt")):
+        raise InputError(f"no checkpoint (step-*.ckpt) in {checkpoint_dir}; train the model first")
+    # Absolute, so that the checkpoint is found whatever the current directory.
+    config.relative_model_dir = checkpoint_dir
+    return config
+
+
+def load_rff_pipeline(
+    config_path: Path, test_mode: Literal["test", "val", "inference"] = "inference"
+) -> Tuple[TrainerConfig, Pipeline, RFFNeRFModel, int]:
+    """Load a trained ``rff-nerf`` run for inference (on CUDA when available).
+
+    Returns:
+        The run's config, its pipeline, the model, and the step of the loaded checkpoint.
+
+    Raises:
+        InputError: see :func:`read_run_config`.
+    """
+    checked = read_run_config(config_path)
+    config, pipeline, _, step = eval_setup(
+        Path(config_path),
+        test_mode=test_mode,
+        update_config_callback=lambda c: _use_checkpoint_dir(c, checked.relative_model_dir),
+    )
+    model = pipeline.model
+    assert isinstance(model, RFFNeRFModel)
+    return config, pipeline, model, step
+
+
+def _use_checkpoint_dir(config: TrainerConfig, checkpoint_dir: Path) -> TrainerConfig:
+    config.relative_model_dir = checkpoint_dir
+    return config

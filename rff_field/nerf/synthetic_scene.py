@@ -1,0 +1,273 @@
+"""A small analytic scene, ray-cast in numpy and written as a Blender-format dataset (no download needed).
+
+The scene has sharp edges and flat regions on purpose: a checkered slab, a cube with one colour per face, a
+striped cylinder and a sphere, lit by a fixed directional light (view-independent shading, so a NeRF can fit it
+exactly). Cameras follow the Blender/OpenGL convention of the NeRF synthetic scenes (camera looks along -z, y up,
+z up in the world), at distance 4 from the origin, with the chair scene's field of view; the folder is read by
+nerfstudio's ``blender-data`` parser.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, List, Sequence, Tuple
+
+import numpy as np
+from jaxtyping import Float
+from PIL import Image
+
+CAMERA_ANGLE_X = 0.6911112070083618
+"""Horizontal field of view of the NeRF synthetic scenes (radians)."""
+CAMERA_DISTANCE = 4.0
+"""Distance of every camera from the origin (the Blender scenes' ~4.03)."""
+LIGHT = np.array([0.45, 0.3, 0.84]) / np.linalg.norm([0.45, 0.3, 0.84])
+"""Direction towards the light."""
+
+Array = np.ndarray
+Hit = Tuple[Float[Array, " n"], Float[Array, "n 3"]]  # distance (inf for a miss), outward normal
+
+
+def _box(origins: Array, dirs: Array, lo: Sequence[float], hi: Sequence[float]) -> Hit:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = 1.0 / dirs
+        t0 = (np.asarray(lo) - origins) * inv
+        t1 = (np.asarray(hi) - origins) * inv
+    t_near = np.nanmax(np.minimum(t0, t1), axis=-1)
+    t_far = np.nanmin(np.maximum(t0, t1), axis=-1)
+    hit = (t_near <= t_far) & (t_near > 0)
+    axis = np.nanargmax(np.minimum(t0, t1), axis=-1)
+    normals = np.zeros_like(origins)
+    rows = np.arange(len(origins))
+    normals[rows, axis] = -np.sign(dirs[rows, axis])
+    return np.where(hit, t_near, np.inf), normals
+
+
+def _sphere(origins: Array, dirs: Array, center: Sequence[float], radius: float) -> Hit:
+    oc = origins - np.asarray(center)
+    b = np.sum(oc * dirs, axis=-1)
+    c = np.sum(oc * oc, axis=-1) - radius**2
+    disc = b * b - c
+    t = -b - np.sqrt(np.maximum(disc, 0))
+    hit = (disc >= 0) & (t > 0)
+    t = np.where(hit, t, np.inf)
+    points = origins + dirs * np.where(hit, t, 0)[:, None]
+    return t, (points - np.asarray(center)) / radius
+
+
+def _cylinder(origins: Array, dirs: Array, center_xy: Sequence[float], radius: float, z0: float, z1: float) -> Hit:
+    """A closed vertical cylinder (side and caps)."""
+    oxy = origins[:, :2] - np.asarray(center_xy)
+    dxy = dirs[:, :2]
+    a = np.sum(dxy * dxy, axis=-1)
+    b = np.sum(oxy * dxy, axis=-1)
+    c = np.sum(oxy * oxy, axis=-1) - radius**2
+    disc = b * b - a * c
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_side = (-b - np.sqrt(np.maximum(disc, 0))) / a
+    z_side = origins[:, 2] + t_side * dirs[:, 2]
+    side = (disc >= 0) & (a > 1e-12) & (t_side > 0) & (z_side >= z0) & (z_side <= z1)
+    t_side = np.where(side, t_side, np.inf)
+    normals_side = np.zeros_like(origins)
+    normals_side[:, :2] = (oxy + dxy * np.where(side, t_side, 0)[:, None]) / radius
+
+    best_t, best_n = t_side, normals_side
+    for z_cap, sign in ((z1, 1.0), (z0, -1.0)):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_cap = (z_cap - origins[:, 2]) / dirs[:, 2]
+        p = oxy + dxy * np.where(np.isfinite(t_cap), t_cap, 0)[:, None]
+        cap = np.isfinite(t_cap) & (t_cap > 0) & (np.sum(p * p, axis=-1) <= radius**2)
+        closer = cap & (t_cap < best_t)
+        best_t = np.where(closer, t_cap, best_t)
+        best_n = np.where(closer[:, None], np.array([0.0, 0.0, sign]), best_n)
+    return best_t, best_n
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """One object of the scene: how to intersect it and how to colour a hit point."""
+
+    name: str
+    intersect: Callable[[Array, Array], Hit]
+    albedo: Callable[[Array, Array], Array]
+
+
+def _checker(points: Array, normals: Array) -> Array:
+    cells = np.floor(points[:, 0] / 0.4) + np.floor(points[:, 1] / 0.4)
+    top = normals[:, 2] > 0.5
+    light, dark = np.array([0.92, 0.9, 0.82]), np.array([0.18, 0.32, 0.55])
+    colour = np.where((cells % 2 == 0)[:, None], light, dark)
+    return np.where(top[:, None], colour, np.array([0.55, 0.5, 0.45]))
+
+
+def _cube_faces(points: Array, normals: Array) -> Array:
+    face_colours = np.array(
+        [[0.85, 0.2, 0.15], [0.95, 0.6, 0.1], [0.2, 0.7, 0.3], [0.6, 0.2, 0.7], [0.95, 0.95, 0.95], [0.1, 0.1, 0.1]]
+    )
+    axis = np.argmax(np.abs(normals), axis=-1)
+    positive = np.take_along_axis(normals, axis[:, None], axis=-1)[:, 0] > 0
+    return face_colours[2 * axis + positive.astype(int)]
+
+
+def _stripes(points: Array, normals: Array) -> Array:
+    band = np.floor(points[:, 2] / 0.15) % 2 == 0
+    return np.where(band[:, None], np.array([0.95, 0.85, 0.2]), np.array([0.15, 0.15, 0.2]))
+
+
+def _solid(colour: Sequence[float]) -> Callable[[Array, Array], Array]:
+    return lambda points, normals: np.broadcast_to(np.asarray(colour, dtype=np.float64), points.shape)
+
+
+SCENE: Tuple[Primitive, ...] = (
+    Primitive("slab", lambda o, d: _box(o, d, (-0.8, -0.8, -0.6), (0.8, 0.8, -0.4)), _checker),
+    Primitive("cube", lambda o, d: _box(o, d, (-0.65, -0.65, -0.4), (-0.05, -0.05, 0.2)), _cube_faces),
+    Primitive("cylinder", lambda o, d: _cylinder(o, d, (0.4, -0.35), 0.2, -0.4, 0.55), _stripes),
+    Primitive("sphere", lambda o, d: _sphere(o, d, (0.3, 0.35, -0.1), 0.3), _solid((0.2, 0.45, 0.9))),
+)
+"""The objects, all inside [-0.8, 0.8]^3 (well within the Blender parser's [-1.5, 1.5]^3 scene box)."""
+
+
+def cast_rays(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Tuple[Float[Array, "n 3"], Array]:
+    """Shade rays against the scene.
+
+    Returns:
+        Colours ``[n, 3]`` in [0, 1] (zero for a miss) and the hit mask ``[n]``.
+    """
+    origins = np.asarray(origins, dtype=np.float64)
+    dirs = np.asarray(dirs, dtype=np.float64)
+    dirs = dirs / np.linalg.norm(dirs, axis=-1, keepdims=True)
+    best_t = np.full(len(origins), np.inf)
+    best_n = np.zeros_like(origins)
+    best_id = np.full(len(origins), -1)
+    for i, prim in enumerate(SCENE):
+        t, n = prim.intersect(origins, dirs)
+        closer = t < best_t
+        best_t = np.where(closer, t, best_t)
+        best_n = np.where(closer[:, None], n, best_n)
+        best_id = np.where(closer, i, best_id)
+    hit = np.isfinite(best_t)
+    points = origins + dirs * np.where(hit, best_t, 0)[:, None]
+    colours = np.zeros_like(origins)
+    for i, prim in enumerate(SCENE):
+        sel = best_id == i
+        if sel.any():
+            shade = 0.35 + 0.65 * np.clip(best_n[sel] @ LIGHT, 0, 1)
+            colours[sel] = prim.albedo(points[sel], best_n[sel]) * shade[:, None]
+    return np.clip(colours, 0, 1), hit
+
+
+def look_at(position: Sequence[float], target: Sequence[float] = (0.0, 0.0, 0.0)) -> Float[Array, "4 4"]:
+    """Camera-to-world matrix (OpenGL/Blender: the camera looks along its -z, +y up) with world +z up."""
+    position = np.asarray(position, dtype=np.float64)
+    back = position - np.asarray(target, dtype=np.float64)
+    back /= np.linalg.norm(back)
+    right = np.cross([0.0, 0.0, 1.0], back)
+    if np.linalg.norm(right) < 1e-8:  # looking straight down or up
+        right = np.array([1.0, 0.0, 0.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(back, right)
+    c2w = np.eye(4)
+    c2w[:3, 0], c2w[:3, 1], c2w[:3, 2], c2w[:3, 3] = right, up, back, position
+    return c2w
+
+
+def orbit_pose(azimuth_deg: float, elevation_deg: float, distance: float = CAMERA_DISTANCE) -> Float[Array, "4 4"]:
+    """A camera on a sphere around the origin, looking at it."""
+    az, el = math.radians(azimuth_deg), math.radians(elevation_deg)
+    position = distance * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+    return look_at(position)
+
+
+def render_view(
+    c2w: Float[Array, "4 4"], size: int, camera_angle_x: float = CAMERA_ANGLE_X, supersample: int = 3
+) -> Float[Array, "size size 4"]:
+    """Render an RGBA image (straight alpha) through a pinhole camera, ``supersample**2`` rays per pixel.
+
+    Pixel centres are at half-integer coordinates, as in nerfstudio's ``Cameras.generate_rays``.
+    """
+    focal = 0.5 * size / math.tan(0.5 * camera_angle_x)
+    offsets = (np.arange(supersample) + 0.5) / supersample
+    coords = np.arange(size)[:, None] + offsets[None, :]  # [size, ss]
+    v, u = np.meshgrid(coords.ravel(), coords.ravel(), indexing="ij")
+    dirs_cam = np.stack([(u - size / 2) / focal, -(v - size / 2) / focal, -np.ones_like(u)], axis=-1).reshape(-1, 3)
+    dirs = dirs_cam @ c2w[:3, :3].T
+    origins = np.broadcast_to(c2w[:3, 3], dirs.shape)
+    colours, hit = cast_rays(origins, dirs)
+    ss = supersample
+    rgba = np.concatenate([colours * hit[:, None], hit[:, None].astype(np.float64)], axis=-1)
+    rgba = rgba.reshape(size, ss, size, ss, 4).mean(axis=(1, 3))
+    alpha = rgba[..., 3:]
+    rgb = np.where(alpha > 0, rgba[..., :3] / np.maximum(alpha, 1e-8), 0.0)  # un-premultiply
+    return np.concatenate([rgb, alpha], axis=-1)
+
+
+@dataclass
+class SceneSpec:
+    """What to generate.
+
+    Args:
+        image_size: Width and height of every image (pixels).
+        num_train: Training views (random, upper part of the sphere).
+        num_val: Validation views.
+        num_test: Test views (an orbit at 30 degrees elevation).
+        seed: Seed of the training and validation poses.
+        supersample: Rays per pixel side (anti-aliasing).
+    """
+
+    image_size: int = 64
+    num_train: int = 50
+    num_val: int = 4
+    num_test: int = 8
+    seed: int = 0
+    supersample: int = 3
+
+
+def scene_poses(spec: SceneSpec) -> dict:
+    """Camera-to-world matrices for each split."""
+    rng = np.random.default_rng(spec.seed)
+
+    def random_poses(n: int) -> List[Array]:
+        azimuth = rng.uniform(0, 360, n)
+        # uniform on the sphere between -10 and 75 degrees of elevation
+        elevation = np.degrees(np.arcsin(rng.uniform(math.sin(math.radians(-10)), math.sin(math.radians(75)), n)))
+        return [orbit_pose(a, e) for a, e in zip(azimuth, elevation)]
+
+    test = [orbit_pose(15 + 360 * i / spec.num_test, 30.0) for i in range(spec.num_test)]
+    return {"train": random_poses(spec.num_train), "val": random_poses(spec.num_val), "test": test}
+
+
+def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progress: bool = False) -> Path:
+    """Render the scene and write ``transforms_{train,val,test}.json`` and ``{split}/r_{i}.png`` under ``output_dir``.
+
+    Args:
+        output_dir: Folder to create; it must not exist or be empty.
+        spec: Image size, view counts and seed.
+        progress: Show a progress bar.
+
+    Returns:
+        ``output_dir``.
+    """
+    output_dir = Path(output_dir)
+    if output_dir.exists() and any(output_dir.iterdir()):
+        raise FileExistsError(f"{output_dir} is not empty; choose a new folder for the generated scene")
+    if spec.image_size < 4 or min(spec.num_train, spec.num_val, spec.num_test) < 1:
+        raise ValueError(f"need image_size >= 4 and at least one view per split, got {spec}")
+    poses = scene_poses(spec)
+    jobs = [(split, i, pose) for split, split_poses in poses.items() for i, pose in enumerate(split_poses)]
+    from rich.progress import track
+
+    frames: dict = {split: [] for split in poses}
+    iterator = track(jobs, description="Rendering the synthetic scene") if progress else jobs
+    for split, i, pose in iterator:
+        (output_dir / split).mkdir(parents=True, exist_ok=True)
+        rgba = render_view(pose, spec.image_size, supersample=spec.supersample)
+        Image.fromarray(np.round(rgba * 255).astype(np.uint8), mode="RGBA").save(output_dir / split / f"r_{i}.png")
+        frames[split].append({"file_path": f"./{split}/r_{i}", "rotation": 0.0, "transform_matrix": pose.tolist()})
+    for split, split_frames in frames.items():
+        meta = {"camera_angle_x": CAMERA_ANGLE_X, "frames": split_frames}
+        (output_dir / f"transforms_{split}.json").write_text(json.dumps(meta, indent=2))
+    info = {"generator": "rff_field.nerf.synthetic_scene", **asdict(spec), "objects": [p.name for p in SCENE]}
+    (output_dir / "scene.json").write_text(json.dumps(info, indent=2))
+    return output_dir

@@ -1,0 +1,86 @@
+"""Evaluation metrics: PSNR and SSIM always, LPIPS only when its weights load (one notice otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from nerfstudio.data.scene_box import SceneBox
+from torch import nn
+
+import rff_field.nerf.lpips as lpips_module
+from rff_field.nerf.model import RFFNeRFModelConfig
+
+
+def _model(**overrides):
+    box = SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3]))
+    config = RFFNeRFModelConfig(
+        num_coarse_samples=4,
+        num_importance_samples=4,
+        base_mlp_num_layers=2,
+        base_mlp_layer_width=8,
+        skip_connections=(),
+        head_mlp_layer_width=8,
+        **overrides,
+    )
+    return config.setup(scene_box=box, num_train_data=1)
+
+
+def _outputs_and_batch(h: int = 16, w: int = 16):
+    torch.manual_seed(0)
+    rgb = torch.rand(h, w, 3)
+    outputs = {
+        "rgb": rgb, "rgb_fine": rgb, "rgb_coarse": torch.rand(h, w, 3),
+        "depth": torch.rand(h, w, 1), "depth_fine": torch.rand(h, w, 1), "depth_coarse": torch.rand(h, w, 1),
+        "accumulation": torch.ones(h, w, 1), "accumulation_fine": torch.ones(h, w, 1),
+        "accumulation_coarse": torch.ones(h, w, 1),
+    }  # fmt: skip
+    return outputs, {"image": (rgb + 0.05 * torch.randn(h, w, 3)).clamp(0, 1)}
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """LPIPS construction fails as it does offline."""
+    import torchmetrics.image.lpip as lpip
+
+    calls = []
+
+    def fail(*args, **kwargs):
+        calls.append(1)
+        raise OSError("<urlopen error [Errno -2] Name or service not known>")
+
+    monkeypatch.setattr(lpip, "LearnedPerceptualImagePatchSimilarity", fail)
+    monkeypatch.setattr(lpips_module, "_notice_shown", False)
+    return calls
+
+
+def test_without_lpips_weights_one_notice_and_psnr_ssim(offline, capsys):
+    model = _model()
+    outputs, batch = _outputs_and_batch()
+    for _ in range(3):
+        metrics, images = model.get_image_metrics_and_images(outputs, batch)
+    assert set(metrics) == {"psnr", "ssim", "coarse_psnr"}
+    assert 20 < metrics["psnr"] < 35 and 0 < metrics["ssim"] < 1
+    assert images["img"].shape == (16, 48, 3)
+    assert len(offline) == 1  # tried once per model, not per image
+    _model().get_image_metrics_and_images(outputs, batch)
+    notices = [line for line in capsys.readouterr().out.splitlines() if "LPIPS is skipped" in line]
+    assert len(notices) == 1 and "Name or service not known" in notices[0]
+
+
+def test_lpips_used_when_available(monkeypatch):
+    import torchmetrics.image.lpip as lpip
+
+    class FakeLPIPS(nn.Module):
+        def forward(self, a, b):
+            return (a - b).abs().mean()
+
+    monkeypatch.setattr(lpip, "LearnedPerceptualImagePatchSimilarity", lambda **kw: FakeLPIPS())
+    model = _model()
+    metrics, _ = model.get_image_metrics_and_images(*_outputs_and_batch())
+    assert 0 < metrics["lpips"] < 0.1
+    assert not any("lpips" in k for k in model.state_dict())  # checkpoints do not depend on LPIPS
+
+
+def test_lpips_can_be_switched_off(offline):
+    metrics, _ = _model(compute_lpips=False).get_image_metrics_and_images(*_outputs_and_batch())
+    assert "lpips" not in metrics and offline == []
