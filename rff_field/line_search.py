@@ -229,22 +229,20 @@ class FilterLineSearch:
         return 1.0 / float(scaler.get_scale())
 
     @torch.no_grad()
-    def _directional_derivative(self, groups: list[tuple[Optimizer, dict]], only: Optional[set] = None) -> float:
-        """``sum_groups lr_g * (g . p)`` for INR groups (``only`` set), ``g . p`` for the filter's."""
-        total = 0.0
+    def _directional_derivative(self, groups: list[tuple[Optimizer, dict]], only: Optional[set] = None) -> Tensor:
+        """``sum_groups lr_g * (g . p)`` for INR groups (``only`` set), ``g . p`` for the filter's, as a float64
+        tensor on the parameters' device (no host sync here)."""
+        terms = []
         for opt, group in groups:
             unscale = self._grad_unscale(opt)
-            terms = []
+            weight = float(group["lr"]) if only is not None else 1.0
             for param in group["params"]:
                 if param.grad is None or (only is not None and id(param) not in only):
                     continue
                 grad = param.grad.float() * unscale
                 p = adam_direction(opt, group, param.float(), grad) if self.direction == "adam" else -grad
-                terms.append((grad * p).sum(dtype=torch.float64))
-            if terms:
-                d_group = float(torch.stack(terms).sum())  # one device sync per group
-                total += d_group * (float(group["lr"]) if only is not None else 1.0)
-        return total
+                terms.append((grad * p).sum(dtype=torch.float64) * weight)
+        return torch.stack(terms).sum() if terms else torch.zeros((), dtype=torch.float64)
 
     def _set_rate(self, loss: Union[Tensor, float]) -> None:
         loss_value = torch.as_tensor(loss, dtype=torch.float64).detach()
@@ -253,19 +251,22 @@ class FilterLineSearch:
             if world > 1:
                 reduced = loss_value.to(_collective_device()).clone()
                 torch.distributed.all_reduce(reduced)
-                loss_value = reduced.cpu() / world
+                loss_value = reduced / world
         d_filter = self._directional_derivative(self._filter_groups)
         lr_d_inr = self._directional_derivative(self._inr_groups, only=self._inr_ids)
+        device = d_filter.device
+        # a single device-to-host copy per training step
+        loss_f, d_filter_f, lr_d_inr_f = torch.stack([loss_value.to(device), d_filter, lr_d_inr.to(device)]).tolist()
         if self.rule == "balance":
-            rate = balanced_step_size(d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max)
+            rate = balanced_step_size(d_filter_f, lr_d_inr_f, 1.0, lr_min=self.lr_min, lr_max=self.lr_max)
         else:
             rate = filter_step_size(
-                loss_value, d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max, eps=self.eps, c1=self.c1
+                loss_f, d_filter_f, lr_d_inr_f, 1.0, lr_min=self.lr_min, lr_max=self.lr_max, eps=self.eps, c1=self.c1
             )
         for _, group in self._filter_groups:
             group["lr"] = rate
         self.history.append(rate)
-        self.last = {"loss": float(loss_value), "d_filter": d_filter, "lr_d_inr": lr_d_inr, "lr": rate}
+        self.last = {"loss": loss_f, "d_filter": d_filter_f, "lr_d_inr": lr_d_inr_f, "lr": rate}
 
 
 def _collective_device() -> torch.device:
