@@ -197,6 +197,8 @@ def run_sdf(
         "sampling_seconds_per_iter": result.sampling_seconds / max(result.iters, 1),
         **metrics,
         **counts,
+        "hidden_features": network_config.hidden_features,
+        "hidden_layers": network_config.hidden_layers,
         "resolution": output.resolution,
         "points_per_step": train_config.points_per_step,
         "lr": initial_lr(method, train_config),

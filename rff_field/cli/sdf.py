@@ -188,6 +188,7 @@ def run_bench(cmd: Bench) -> dict:
             import json
 
             protocol = json.loads(old.read_text()).get("protocol", protocol)
+        protocol["meshes"] = list(dict.fromkeys(r["mesh"] for r in records))
     else:
         _check_common(cmd.train, cmd.output)
         if out.is_dir() and any(out.iterdir()) and not (cmd.resume or cmd.overwrite):

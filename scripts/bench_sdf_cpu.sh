@@ -1,0 +1,24 @@
+#!/bin/bash
+# The CPU SDF benchmark recorded in benchmarks/sdf/ (see docs/sdf.md for what it measures and why it is reduced).
+# One process per shape, each pinned to one core by /work/cpu_slot.sh when that script exists (shared machine);
+# all methods of a shape run in the same process, so their seconds per step are comparable.
+# Usage: scripts/bench_sdf_cpu.sh [OUT]   (default outputs/sdf-bench-cpu; rerun to resume)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-outputs/sdf-bench-cpu}
+MESHES=${MESHES:-../shared/data/meshes}
+SLOT=$( [ -x /work/cpu_slot.sh ] && echo /work/cpu_slot.sh || echo "" )
+COMMON=(
+  --out "$OUT" --resume
+  --iters 5000 --points-per-step 5000
+  --hidden-features 128 --hidden-layers 3 --pe-frequencies 16 --rff-frequencies 48
+  --resolution 256 --eval-samples 100000 --no-save-model
+  --methods mlp-pe mlp-rff siren:hidden_layers=4 gauss wire bacon:hidden_layers=4 filtered-pe filtered-rff
+            mlp-pe:hidden_features=157 filtered-pe:line_search=false
+)
+mkdir -p "$OUT"
+$SLOT .venv/bin/rff-sdf bench --meshes "$MESHES/armadillo.obj" "${COMMON[@]}" --view 150 15 \
+  > "$OUT/armadillo.log" 2>&1 &
+$SLOT .venv/bin/rff-sdf bench --meshes "$MESHES/bunny-decimated-5k.obj" "${COMMON[@]}" > "$OUT/bunny.log" 2>&1 &
+wait
+.venv/bin/rff-sdf bench --out "$OUT" --report-only --figure-mesh armadillo --view 150 15
