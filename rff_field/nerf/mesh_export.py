@@ -58,6 +58,22 @@ def field_colours(
 
 
 @torch.no_grad()
+def _orient_outward(
+    field: NeRFField, mesh: o3d.geometry.TriangleMesh, step: float, device, samples: int = 2048
+) -> None:
+    """Flip the triangles if the normals point into the dense side (the winding depends on the marching cubes)."""
+    vertices, normals = np.asarray(mesh.vertices), np.asarray(mesh.vertex_normals)
+    pick = np.random.default_rng(0).choice(len(vertices), size=min(samples, len(vertices)), replace=False)
+    v = torch.as_tensor(vertices[pick], dtype=torch.float32, device=device)
+    n = torch.as_tensor(normals[pick], dtype=torch.float32, device=device)
+    outside = field.density_fn(v + step * n)[..., 0]
+    inside = field.density_fn(v - step * n)[..., 0]
+    if (outside > inside).float().mean() > 0.5:
+        mesh.triangles = o3d.utility.Vector3iVector(np.asarray(mesh.triangles)[:, ::-1].copy())
+        mesh.compute_vertex_normals()
+
+
+@torch.no_grad()
 def density_mesh(
     field: NeRFField,
     bbox_min: Sequence[float],
@@ -100,8 +116,8 @@ def density_mesh(
     if keep_largest:
         mesh = keep_largest_component(mesh)
         mesh.compute_vertex_normals()
-    # pymcubes orients a density level set (high inside) with outward normals: look at each vertex from outside.
-    normals = np.asarray(mesh.vertex_normals)
+    _orient_outward(field, mesh, step=0.5 * float(np.min(np.subtract(bbox_max, bbox_min))) / resolution, device=device)
+    normals = np.asarray(mesh.vertex_normals)  # outward: look at each vertex from outside
     colours = field_colours(field, np.asarray(mesh.vertices), -normals, batch_size, device)
     mesh.vertex_colors = o3d.utility.Vector3dVector(np.clip(colours, 0, 1))
     return mesh

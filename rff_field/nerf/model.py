@@ -93,8 +93,7 @@ class RFFNeRFModelConfig(ModelConfig):
     line_search: bool = True
     """Set the filter's learning rate every step by the line search; off: the 'filter' optimizer's constant rate."""
     line_search_rule: Literal["paper", "balance"] = "paper"
-    """Step-size rule: 'paper' (Algorithm 1 + Armijo, see DESIGN.md) or 'balance' (a named deviation: the filter's
-    predicted decrease equals the INR's)."""
+    """Step-size rule: 'paper' (Algorithm 1 + Armijo check) or 'balance' (deviation: equal predicted decreases)."""
     line_search_direction: Literal["adam", "gradient"] = "adam"
     """Update direction of the line search: the Adam step or the negative gradient."""
     line_search_lr_min: float = 0.0
