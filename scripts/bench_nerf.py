@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,17 +23,18 @@ import torch
 import tyro
 from typing_extensions import Annotated
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a checkout without installing it
+
 Variant = Literal["filter", "baseline"]
 LABELS = {"filter": "rff-nerf (filter + line search)", "baseline": "MLP+PE (filter off)"}
 
 
 def _config(method: str, variant: Variant, data: Path, out: Path, steps: int, scale: float, seed: int, device: str):
-    from nerfstudio.plugins.registry import discover_methods
-
+    from method_configs.rff_nerf import rff_nerf, rff_nerf_lite
     from rff_field.nerf.training import lite_config
 
-    methods, _ = discover_methods()
-    config = lite_config(data, out, steps, experiment_name=variant, device_type=device, base=methods[method])
+    base = {"rff-nerf": rff_nerf, "rff-nerf-lite": rff_nerf_lite}[method].config
+    config = lite_config(data, out, steps, experiment_name=variant, device_type=device, base=base)
     config.machine.seed = seed
     config.pipeline.datamanager.camera_res_scale_factor = scale
     config.pipeline.model.use_filter = variant == "filter"
@@ -65,8 +67,8 @@ class Train:
     """Folder for runs and results."""
     data: Path = Path("../shared/data/nerf_synthetic/chair")
     """Blender-format scene."""
-    method: str = "rff-nerf-lite"
-    """Method to train (rff-nerf-lite or rff-nerf)."""
+    method: Literal["rff-nerf-lite", "rff-nerf"] = "rff-nerf-lite"
+    """Method to train."""
     steps: int = 2000
     """Training steps."""
     scale: float = 0.125
@@ -157,7 +159,7 @@ class Timing:
     """Folder for results (timing.json)."""
     data: Path = Path("../shared/data/nerf_synthetic/chair")
     """Blender-format scene."""
-    method: str = "rff-nerf-lite"
+    method: Literal["rff-nerf-lite", "rff-nerf"] = "rff-nerf-lite"
     """Method to time."""
     scale: float = 0.125
     """camera-res-scale-factor."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Tuple
 
+import torch
 import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
-from nerfstudio.utils.eval_utils import eval_setup
 
 from rff_field.nerf.checks import InputError
 from rff_field.nerf.model import RFFNeRFModel, RFFNeRFModelConfig
@@ -49,7 +49,10 @@ def read_run_config(config_path: Path) -> TrainerConfig:
 def load_rff_pipeline(
     config_path: Path, test_mode: Literal["test", "val", "inference"] = "inference"
 ) -> Tuple[TrainerConfig, Pipeline, RFFNeRFModel, int]:
-    """Load a trained ``rff-nerf`` run for inference (on CUDA when available).
+    """Load a trained ``rff-nerf`` run for inference (on CUDA when available), like nerfstudio's ``eval_setup``.
+
+    Unlike ``eval_setup`` it does not look the method up in nerfstudio's registry, so it also works where the
+    package is importable but not installed (e.g. a bare GPU machine running the benchmark from the repository).
 
     Returns:
         The run's config, its pipeline, the model, and the step of the loaded checkpoint.
@@ -57,17 +60,15 @@ def load_rff_pipeline(
     Raises:
         InputError: see :func:`read_run_config`.
     """
-    checked = read_run_config(config_path)
-    config, pipeline, _, step = eval_setup(
-        Path(config_path),
-        test_mode=test_mode,
-        update_config_callback=lambda c: _use_checkpoint_dir(c, checked.relative_model_dir),
-    )
+    config = read_run_config(config_path)
+    config.load_dir = config.get_checkpoint_dir()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    pipeline = config.pipeline.setup(device=device, test_mode=test_mode)
+    assert isinstance(pipeline, Pipeline)
+    pipeline.eval()
+    checkpoint = max(config.load_dir.glob("step-*.ckpt"), key=lambda p: int(p.stem.split("-")[1]))
+    state = torch.load(checkpoint, map_location="cpu")
+    pipeline.load_pipeline(state["pipeline"], state["step"])
     model = pipeline.model
     assert isinstance(model, RFFNeRFModel)
-    return config, pipeline, model, step
-
-
-def _use_checkpoint_dir(config: TrainerConfig, checkpoint_dir: Path) -> TrainerConfig:
-    config.relative_model_dir = checkpoint_dir
-    return config
+    return config, pipeline, model, int(state["step"])
