@@ -3,8 +3,9 @@
 # iterations; the robustness sweep on kodim05 (2000 iterations); kodim05 at 20k iterations.
 #
 # Every job runs on its own through /work/cpu_slot.sh (one core, waits for a free one) when that script exists;
-# WORKERS loops share the job queue (a job is claimed with mkdir). Rerunning resumes: finished jobs are skipped.
-# Cheap jobs first, then the filtered networks on 256-channel embeddings (about 0.4 s per iteration on 1 core).
+# WORKERS loops (default 1: the cores are shared) share the job queue (a job is claimed with mkdir). Rerunning
+# resumes: finished jobs are skipped (stop a running grid before restarting it). Cheap jobs first, then the
+# filtered networks on 256-channel embeddings (about 0.4 s per iteration on 1 core).
 #
 # usage: scripts/bench_image_cpu.sh [OUT]        (default OUT: outputs/bench-image-cpu)
 #        WORKERS=2 KODAK=../shared/data/kodak scripts/bench_image_cpu.sh
@@ -14,12 +15,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-outputs/bench-image-cpu}
 KODAK=${KODAK:-../shared/data/kodak}
-WORKERS=${WORKERS:-2}
+WORKERS=${WORKERS:-1}
 RFF_IMAGE=${RFF_IMAGE:-.venv/bin/rff-image}
 SLOT=/work/cpu_slot.sh
 [ -x "$SLOT" ] || SLOT=env
+VARIANTS=(mlp-pe mlp-pe-eqparams filtered-pe filtered-pe-nols filtered-pe-bias siren gauss mlp-rff mlp-pe-wide wire
+          filtered-rff filtered-rff-nols mlp-rff-eqparams filtered-pe-wide sape sape-pe)
 ARGS=(--images "$KODAK" --names kodim01 kodim05 kodim13 kodim15 --out "$OUT" --iters 5000 --hidden-features 64
-      --downsample 4 --sweep-names kodim05 --sweep-iters 2000 --long-names kodim05 --long-iters 20000
+      --downsample 4 --variants "${VARIANTS[@]}" --sweep-names kodim05 --sweep-iters 2000 --long-names kodim05
+      --long-iters 20000
       --long-variants mlp-pe filtered-pe filtered-pe-nols siren gauss mlp-rff mlp-pe-wide wire filtered-pe-wide
       filtered-rff)
 
@@ -30,17 +34,17 @@ fi
 mkdir -p "$OUT/logs"
 rm -rf "$OUT/.claims" && mkdir -p "$OUT/.claims"
 
-# index <tab> status <tab> iters <tab> cost <tab> folder; order: cheap (cost < 1e4), then the expensive main and
-# sweep runs in a chosen order, then the rest by cost.
+# index <tab> status <tab> iters <tab> cost <tab> folder; order: the cheap main-grid runs, then the filtered
+# networks and their equal-parameter baseline, the sweep, the remaining main runs, and the long runs last.
 order() {
   "$RFF_IMAGE" bench "${ARGS[@]}" --list-jobs | awk -F'\t' '$2 == "pending"' | awk -F'\t' 'BEGIN { OFS = "\t" }
     {
       p = 9
-      if ($4 < 1e4) p = 0
+      if ($5 ~ /^runs\// && $4 < 1e4) p = 0
       else if ($5 ~ /^runs\/.*\/filtered-rff$/) p = 1
       else if ($5 ~ /^runs\/.*\/mlp-rff-eqparams$/) p = 2
-      else if ($5 ~ /^sweep\//) p = 3
-      else if ($5 ~ /^runs\/.*\/filtered-pe-wide$/) p = 4
+      else if ($5 ~ /^runs\/.*\/filtered-pe-wide$/) p = 3
+      else if ($5 ~ /^sweep\//) p = 4
       else if ($5 ~ /^runs\//) p = 5
       print p, $4, $1, $5
     }' | sort -s -t$'\t' -k1,1n -k2,2g | cut -f3
