@@ -160,3 +160,17 @@ def test_ns_train_on_a_folder_without_transforms(tmp_path):
     assert out.returncode == 1
     assert "has no transforms_train.json: not a Blender-format scene" in text
     assert "Traceback" not in text
+
+
+def test_export_mesh_cli_bad_input_is_one_line(tmp_path):
+    out = subprocess.run(
+        [str(BIN / "rff-export-mesh"), "--load-config", str(tmp_path / "none.yml"), "--output-path", "m.ply"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 1
+    hint = "pass the config.yml that ns-train printed at the end of training"
+    assert out.stdout.strip().splitlines() == [f"Error: {tmp_path / 'none.yml'} does not exist; {hint}"]
+    assert "Traceback" not in out.stderr and not (tmp_path / "m.ply").exists()

@@ -220,7 +220,7 @@ def _print_summary(summary: dict) -> None:
 
 def run(args: Demo) -> int:
     """Run the demo; one line and exit status 1 for bad input."""
-    from rff_field.nerf.checks import InputError
+    from rff_field.nerf.errors import InputError
 
     try:
         summary = args.main()
@@ -232,6 +232,9 @@ def run(args: Demo) -> int:
 
 def entrypoint() -> None:
     """Entry point of ``rff-demo``."""
+    from rff_field.nerf.quiet import quiet_known_warnings
+
+    quiet_known_warnings()
     tyro.extras.set_accent_color("bright_yellow")
     sys.exit(run(tyro.cli(Demo)))
 

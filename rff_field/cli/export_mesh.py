@@ -10,7 +10,7 @@ from typing import Literal, Optional, Tuple
 import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from rff_field.nerf.checks import InputError
+from rff_field.nerf.errors import InputError
 
 Vec3 = Tuple[float, float, float]
 
@@ -62,7 +62,7 @@ class ExportMesh:
         from rff_field.mesh import write_mesh
         from rff_field.nerf.loading import load_rff_pipeline, read_run_config
         from rff_field.nerf.mesh_export import density_mesh
-        from rff_field.nerf.training import quiet_known_warnings
+        from rff_field.nerf.quiet import quiet_known_warnings
 
         self.check()
         quiet_known_warnings()
@@ -105,6 +105,9 @@ def run(args: ExportMesh) -> int:
 
 def entrypoint() -> None:
     """Entry point of ``rff-export-mesh``."""
+    from rff_field.nerf.quiet import quiet_known_warnings
+
+    quiet_known_warnings()
     tyro.extras.set_accent_color("bright_yellow")
     sys.exit(run(tyro.cli(ExportMesh)))
 

@@ -14,14 +14,12 @@ from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
+from rff_field.nerf.errors import InputError
+
 if TYPE_CHECKING:
     from rff_field.nerf.model import RFFNeRFModelConfig
 
 TestMode = Literal["test", "val", "inference"]
-
-
-class InputError(ValueError):
-    """A dataset or an option that the method cannot use; the message says what to do."""
 
 
 def check_model_config(config: "RFFNeRFModelConfig") -> None:

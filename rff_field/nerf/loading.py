@@ -10,7 +10,7 @@ import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
 
-from rff_field.nerf.checks import InputError
+from rff_field.nerf.errors import InputError
 from rff_field.nerf.model import RFFNeRFModel, RFFNeRFModelConfig
 
 

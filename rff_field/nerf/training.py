@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import random
-import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -16,20 +15,9 @@ import torch
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils import profiler, writer
 
-NOISY_WARNINGS = (
-    "Using a non-tuple sequence for multidimensional indexing",
-    "`torch.cuda.amp.GradScaler",
-    "Converting a tensor with requires_grad=True to a scalar",
-    "Importing `spectral_angle_mapper`",
-    "This DataLoader will create",
-)
-"""Warnings that nerfstudio 1.1.5 raises on every step with recent torch; nothing for users to act on."""
+from rff_field.nerf.quiet import quiet_known_warnings
 
-
-def quiet_known_warnings() -> None:
-    """Hide :data:`NOISY_WARNINGS` (for the command-line tools; other warnings still show)."""
-    for message in NOISY_WARNINGS:
-        warnings.filterwarnings("ignore", message=".*" + message.replace("`", ".").replace("(", ".").replace(")", "."))
+__all__ = ["lite_config", "quiet_known_warnings", "reset_nerfstudio_logging", "train_in_process"]
 
 
 def reset_nerfstudio_logging() -> None:
