@@ -90,10 +90,13 @@ def balanced_step_size(
     return min(max(lr_i * d_i / d_a, lr_min), lr_max)
 
 
-def adam_direction(optimizer: Optimizer, group: dict, param: Tensor, grad: Tensor) -> Tensor:
+def adam_direction(
+    optimizer: Optimizer, group: dict, param: Tensor, grad: Tensor, state: Optional[dict] = None
+) -> Tensor:
     """The update Adam/AdamW would apply to ``param`` per unit learning rate, given ``grad``.
 
-    The moments are advanced by ``grad`` on copies; the optimizer's state is not touched.
+    The moments are advanced by ``grad`` on copies; the optimizer's state is not touched. ``state`` overrides
+    ``optimizer.state[param]`` (used to process a whole parameter group as one flattened tensor).
     """
     beta1, beta2 = group["betas"]
     if group.get("maximize", False):
@@ -101,7 +104,7 @@ def adam_direction(optimizer: Optimizer, group: dict, param: Tensor, grad: Tenso
     decoupled = isinstance(optimizer, torch.optim.AdamW) or group.get("decoupled_weight_decay", False)
     weight_decay = group.get("weight_decay", 0.0)
     g = grad + weight_decay * param if (weight_decay and not decoupled) else grad
-    state = optimizer.state.get(param, {})
+    state = optimizer.state.get(param, {}) if state is None else state
     step = float(state["step"]) + 1 if "step" in state else 1.0
     exp_avg = state["exp_avg"] * beta1 + (1 - beta1) * g if "exp_avg" in state else (1 - beta1) * g
     exp_avg_sq = state["exp_avg_sq"] * beta2 + (1 - beta2) * g * g if "exp_avg_sq" in state else (1 - beta2) * g * g
@@ -234,15 +237,34 @@ class FilterLineSearch:
         tensor on the parameters' device (no host sync here)."""
         terms = []
         for opt, group in groups:
-            unscale = self._grad_unscale(opt)
-            weight = float(group["lr"]) if only is not None else 1.0
-            for param in group["params"]:
-                if param.grad is None or (only is not None and id(param) not in only):
-                    continue
-                grad = param.grad.float() * unscale
-                p = adam_direction(opt, group, param.float(), grad) if self.direction == "adam" else -grad
-                terms.append((grad * p).sum(dtype=torch.float64) * weight)
+            params = [p for p in group["params"] if p.grad is not None and (only is None or id(p) in only)]
+            if params:
+                weight = float(group["lr"]) if only is not None else 1.0
+                terms.append(self._group_slope(opt, group, params) * weight)
         return torch.stack(terms).sum() if terms else torch.zeros((), dtype=torch.float64)
+
+    def _group_slope(self, opt: Optimizer, group: dict, params: list[Tensor]) -> Tensor:
+        """``g . p`` over ``params`` of one group, computed on flattened copies: a few kernels per group
+        instead of a dozen per parameter."""
+        unscale = self._grad_unscale(opt)
+        grad = torch.cat([p.grad.reshape(-1).float() for p in params]) * unscale
+        if self.direction == "gradient":
+            return -(grad * grad).sum(dtype=torch.float64)
+        states = [opt.state.get(p, {}) for p in params]
+        keys = {tuple(sorted(k for k in s if k != "step")) for s in states}
+        steps = {float(s["step"]) if "step" in s else 0.0 for s in states}
+        if len(keys) == 1 and len(steps) == 1:
+            flat_state = {k: torch.cat([s[k].reshape(-1).float() for s in states]) for k in next(iter(keys))}
+            if "step" in states[0]:
+                flat_state["step"] = states[0]["step"]
+            param = torch.cat([p.detach().reshape(-1).float() for p in params])
+            return (grad * adam_direction(opt, group, param, grad, flat_state)).sum(dtype=torch.float64)
+        total = torch.zeros((), dtype=torch.float64, device=grad.device)  # parameters at different steps
+        for p in params:
+            g = p.grad.float() * unscale
+            direction = adam_direction(opt, group, p.detach().float(), g, opt.state.get(p, {}))
+            total = total + (g * direction).sum(dtype=torch.float64)
+        return total
 
     def _set_rate(self, loss: Union[Tensor, float]) -> None:
         loss_value = torch.as_tensor(loss, dtype=torch.float64).detach()

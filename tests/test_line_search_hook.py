@@ -154,3 +154,26 @@ def test_nan_loss_gives_lr_min_and_hook_can_be_removed():
     opt.param_groups[1]["lr"] = 5e-4
     opt.step()
     assert len(hook.history) == 1 and opt.param_groups[1]["lr"] == 5e-4
+
+
+def test_hook_handles_parameters_at_different_adam_steps():
+    # The filter's first layer gets no gradient on the first step, so its Adam step count lags the others.
+    net, x, y = make_problem(3)
+    filt, inr = split_filter_parameters(net)
+    opt_inr, opt_filter = torch.optim.Adam(inr, lr=LR_INR), torch.optim.Adam(filt, lr=1e-3)
+    step = {}
+    hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda: step["loss"], lr_max=LR_MAX)
+    for i in range(5):
+        opt_inr.zero_grad(set_to_none=True)
+        opt_filter.zero_grad(set_to_none=True)
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        if i == 0:
+            filt[0].grad = None
+        step["loss"] = loss
+        expected = expected_rate(net, [opt_inr, opt_filter], loss, LR_INR, "adam") if i > 0 else None
+        opt_inr.step()
+        opt_filter.step()
+        if expected is not None:
+            assert hook.history[-1] == pytest.approx(expected, rel=1e-4, abs=1e-12)
+    assert float(opt_filter.state[filt[0]]["step"]) == 4 and float(opt_filter.state[filt[1]]["step"]) == 5
