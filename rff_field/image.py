@@ -289,9 +289,10 @@ def fit_image(
     final_mse = float(torch.mean((reconstruction.reshape(-1, channels) - target) ** 2))
     psnr_history = [float(psnr_from_mse(m)) for m in mse_history.cpu().tolist()]
     quality = image_metrics(reconstruction.cpu(), pixels.float(), with_lpips=config.lpips, notify=notify)
-    best_iter = int(np.argmax(psnr_history))
+    history = np.asarray(psnr_history, dtype=float)
+    best_iter = int(np.argmax(np.where(np.isnan(history), -np.inf, history)))  # a diverged step (NaN) is never best
     best_psnr = psnr_history[best_iter]
-    if float(psnr_from_mse(final_mse)) >= best_psnr:
+    if not best_psnr >= float(psnr_from_mse(final_mse)):  # also when the history holds only NaNs
         best_psnr, best_iter = float(psnr_from_mse(final_mse)), config.iters
 
     num_params = count_parameters(model)
