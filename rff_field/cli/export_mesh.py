@@ -43,6 +43,10 @@ class ExportMesh:
 
     def check(self) -> None:
         """Raise :class:`InputError` for options that cannot work, before anything is loaded."""
+        if not self.load_config.is_file():
+            raise InputError(
+                f"{self.load_config} does not exist; pass the config.yml that ns-train printed at the end of training"
+            )
         if self.resolution < 2:
             raise InputError(f"--resolution must be at least 2, got {self.resolution}")
         if self.batch_size < 1:
@@ -59,12 +63,12 @@ class ExportMesh:
 
     def main(self) -> Path:
         """Load the run, extract the mesh and write it; returns the mesh's path."""
+        self.check()  # before the heavy imports, so that bad options fail at once
         from rff_field.mesh import write_mesh
         from rff_field.nerf.loading import load_rff_pipeline, read_run_config
         from rff_field.nerf.mesh_export import density_mesh
         from rff_field.nerf.quiet import quiet_known_warnings
 
-        self.check()
         quiet_known_warnings()
         read_run_config(self.load_config)  # fail fast, before the dataset and the model are loaded
         _, _, model, step = load_rff_pipeline(self.load_config, test_mode="inference")
