@@ -270,3 +270,29 @@ def test_filter_off_is_the_baseline_with_one_change(tmp_path):
     d = 3 + 3 * 2 * 10  # nerf-pytorch PE with 10 bands
     assert [tuple(p.shape) for p in on.get_param_groups()[FILTER_GROUP]] == [(d, d)] * 6  # 3 layers x coarse/fine
     assert math.isclose(sum(p.numel() for p in on.get_param_groups()[FILTER_GROUP]), 6 * d * d)
+
+
+def test_trains_on_a_nerfstudio_dataset(trained, tmp_path):
+    """`ns-train rff-nerf-lite nerfstudio-data --data ...`: the same scene as a transforms.json dataset."""
+    import json
+
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    scene, data = trained["scene"], tmp_path / "ns"
+    (data / "images").mkdir(parents=True)
+    frames = []
+    for split in ("train", "test"):
+        meta = json.loads((scene / f"transforms_{split}.json").read_text())
+        for frame in meta["frames"]:
+            name = f"{split}_{frame['file_path'].split('/')[-1]}.png"
+            (data / "images" / name).write_bytes((scene / (frame["file_path"][2:] + ".png")).read_bytes())
+            frames.append({"file_path": f"images/{name}", "transform_matrix": frame["transform_matrix"]})
+    focal = 8 / math.tan(0.5 * meta["camera_angle_x"])
+    intrinsics = {"fl_x": focal, "fl_y": focal, "cx": 8, "cy": 8, "w": 16, "h": 16, "camera_model": "OPENCV"}
+    (data / "transforms.json").write_text(json.dumps({**intrinsics, "frames": frames}))
+
+    config = tiny_config(data, tmp_path / "runs", steps=3)
+    config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig()
+    config.pipeline.model.collider_params = {"near_plane": 0.05, "far_plane": 6.0}
+    config_path = train_in_process(config)
+    assert (config_path.parent / "nerfstudio_models" / "step-000000002.ckpt").exists()
