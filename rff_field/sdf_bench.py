@@ -157,28 +157,31 @@ def run_bench(
     return records
 
 
-def reevaluate(out: Path, output: OutputConfig) -> list[dict]:
+def reevaluate(out: Path, output: OutputConfig, force: bool = False) -> list[dict]:
     """Read every run under ``out/runs``; recompute metrics that were not exact (e.g. from a machine without
-    open3d) and render missing images, when open3d is available here."""
+    open3d), or all of them with ``force`` (e.g. for another F-score threshold), and render missing images, when
+    open3d is available here. Forced recomputations use ``output``'s sample count and threshold, the others the
+    run's own."""
     records = []
     have_o3d = open3d_available()
     truths: dict[str, GroundTruth] = {}
     for metrics_path in sorted(Path(out).glob("runs/*/*/metrics.json")):
         record = json.loads(metrics_path.read_text())
         run_dir = metrics_path.parent
-        stale = record.get("distance") != "exact" or not (run_dir / "render.png").is_file()
+        inexact = force or record.get("distance") != "exact"
+        stale = inexact or not (run_dir / "render.png").is_file()
         if have_o3d and stale and record.get("pool") and Path(record["pool"]).is_file():
             name = record["mesh"]
             if name not in truths:
                 truths[name] = GroundTruth.from_arrays(load_pool_arrays(Path(record["pool"])), name)
             gt = truths[name]
             vertices, triangles = read_mesh_arrays(run_dir / "mesh.ply")
-            if record.get("distance") != "exact":
+            if inexact:
                 metrics = shape_metrics(
                     Surface(vertices, triangles),
                     gt.surface,
-                    num_samples=record.get("num_samples", output.eval_samples),
-                    f_threshold=record.get("f_threshold", output.f_threshold),
+                    num_samples=output.eval_samples if force else record.get("num_samples", output.eval_samples),
+                    f_threshold=output.f_threshold if force else record.get("f_threshold", output.f_threshold),
                     gt_samples=(gt.surface_points, gt.surface_normals),
                 )
                 record.update(metrics)

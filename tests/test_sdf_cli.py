@@ -116,6 +116,11 @@ def test_bench_pool_resume_and_report(tmp_path):
     path.write_text(json.dumps(record | {"distance": "kdtree", "chamfer": 1.0}))
     cli.main(["bench", "--out", str(out), "--report-only"])
     assert json.loads(path.read_text())["chamfer"] == pytest.approx(record["chamfer"])
+    # --reevaluate recomputes every run, e.g. with another F-score threshold.
+    cli.main(["bench", "--out", str(out), "--report-only", "--reevaluate", "--f-threshold", "0.5"])
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["label"] for r in runs] == ["mlp-pe", "bacon", "filtered-pe:line_search=false"]  # given order
+    assert all(r["f_threshold"] == 0.5 and r["f_score"] == float(r["mesh_triangles"] > 0) for r in runs)
 
 
 def test_pool_then_fit_from_the_pool(tmp_path):

@@ -85,6 +85,8 @@ class Bench:
     """Keep finished runs (those with metrics.json) and pools, and run the rest."""
     report_only: bool = False
     """Only rebuild the results from the runs in --out (recomputing inexact metrics, e.g. from a GPU run)."""
+    reevaluate: bool = False
+    """With --report-only: recompute every run's metrics with this --eval-samples and --f-threshold."""
     overwrite: bool = False
     """Write into a non-empty --out."""
 
@@ -180,7 +182,7 @@ def run_bench(cmd: Bench) -> dict:
     if cmd.report_only:
         if not out.is_dir():
             raise FileNotFoundError(f"{out} does not exist; run the benchmark first")
-        records = sdf_bench.reevaluate(out, cmd.output)
+        records = sdf_bench.reevaluate(out, cmd.output, force=cmd.reevaluate)
         if not records:
             raise ValueError(f"no runs under {out}/runs; run the benchmark first")
         old = out / "results.json"
@@ -188,7 +190,21 @@ def run_bench(cmd: Bench) -> dict:
             import json
 
             protocol = json.loads(old.read_text()).get("protocol", protocol)
+        shapes = [Path(m).stem for m in protocol.get("meshes", [])]
+        labels = list(protocol.get("methods", []))
+
+        def order(record: dict) -> tuple[int, int]:
+            def index(items: list, item: str) -> int:
+                return items.index(item) if item in items else len(items)
+
+            return index(shapes, record["mesh"]), index(labels, record["label"])
+
+        records = sorted(records, key=order)
         protocol["meshes"] = list(dict.fromkeys(r["mesh"] for r in records))
+        if cmd.reevaluate:
+            protocol.setdefault("output", {}).update(
+                eval_samples=cmd.output.eval_samples, f_threshold=cmd.output.f_threshold
+            )
     else:
         _check_common(cmd.train, cmd.output)
         if out.is_dir() and any(out.iterdir()) and not (cmd.resume or cmd.overwrite):
