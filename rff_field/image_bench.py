@@ -493,13 +493,15 @@ def results_markdown(summary: dict) -> str:
         f"Images: `{summary['images_folder']}` downsampled x{protocol['downsample']}; "
         f"{fit['network']['hidden_layers'] + 1} hidden layers of {fit['network']['hidden_features']} (WIRE: "
         f"int(width/sqrt 2) complex), Adam, lr decay {fit['lr_decay']}^(t/T), batch {fit['batch_size']}, "
-        f"seed {fit['seed']}, line search direction `{fit['direction']}`, lr_max {fit['lr_max']:g}.",
+        f"seed {fit['seed']}, line search rule `{fit.get('rule', 'paper')}`, direction `{fit['direction']}`, "
+        f"lr_max {fit['lr_max']:g}.",
         f"Machine(s): {'; '.join(summary['machines']) or 'n/a'}. Jobs finished: {summary['jobs_done']} of "
         f"{summary['jobs_total']}.",
         "",
         "PSNR: final (after the last step) and best (over iterations, the paper's measure), in dB; SSIM and LPIPS "
         "on the final reconstruction (LPIPS – when its weights were unavailable); s/it: seconds per iteration; "
-        "params/value: trainable parameters per fitted pixel value.",
+        "params/value: trainable parameters per fitted pixel value. Means are over the images a row has finished "
+        "(column `images`): compare rows with the same count.",
     ]
     titles = {"main": "Main grid", "sweep": "Robustness sweep", "long": "Long runs"}
     for group in ("main", "long", "sweep"):
