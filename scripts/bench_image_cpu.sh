@@ -34,18 +34,23 @@ fi
 mkdir -p "$OUT/logs"
 rm -rf "$OUT/.claims" && mkdir -p "$OUT/.claims"
 
-# index <tab> status <tab> iters <tab> cost <tab> folder; order: the cheap main-grid runs, then the filtered
-# networks and their equal-parameter baseline, the sweep, the remaining main runs, and the long runs last.
+# index <tab> status <tab> iters <tab> cost <tab> folder. Order: kodim05's whole table first (cheap runs, then the
+# filtered networks and their baselines), then the cheap runs of the other images, their filtered networks and
+# equal-parameter baselines, the sweep, the remaining runs, and the long runs last.
 order() {
   "$RFF_IMAGE" bench "${ARGS[@]}" --list-jobs | awk -F'\t' '$2 == "pending"' | awk -F'\t' 'BEGIN { OFS = "\t" }
     {
-      p = 9
-      if ($5 ~ /^runs\// && $4 < 1e4) p = 0
-      else if ($5 ~ /^runs\/.*\/filtered-rff$/) p = 1
-      else if ($5 ~ /^runs\/.*\/mlp-rff-eqparams$/) p = 2
-      else if ($5 ~ /^runs\/.*\/filtered-pe-wide$/) p = 3
-      else if ($5 ~ /^sweep\//) p = 4
-      else if ($5 ~ /^runs\//) p = 5
+      p = 10
+      if ($5 ~ /^runs\/kodim05\// && $4 < 4e3) p = 0
+      else if ($5 ~ /^runs\/kodim05\/filtered-rff$/) p = 1
+      else if ($5 ~ /^runs\/kodim05\/(mlp-rff-eqparams|filtered-pe-wide)$/) p = 2
+      else if ($5 ~ /^runs\/kodim05\//) p = 3
+      else if ($5 ~ /^runs\// && $4 < 1e4) p = 4
+      else if ($5 ~ /^runs\/.*\/filtered-rff$/) p = 5
+      else if ($5 ~ /^runs\/.*\/mlp-rff-eqparams$/) p = 6
+      else if ($5 ~ /^runs\/.*\/filtered-pe-wide$/) p = 7
+      else if ($5 ~ /^sweep\//) p = 8
+      else if ($5 ~ /^runs\//) p = 9
       print p, $4, $1, $5
     }' | sort -s -t$'\t' -k1,1n -k2,2g | cut -f3
 }
