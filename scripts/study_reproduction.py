@@ -1,0 +1,314 @@
+#!/usr/bin/env python
+"""Report of the reproduction study (issue 6): when, and why, does the bias-free filter help?
+
+Reads finished runs of ``rff-image bench`` folders (``RUNS/<image>/<label>/metrics.json``; the labels are those
+of scripts/study_variants.sh and the bench presets), merges them (a later folder wins for the same image and
+label), and writes into --dest:
+
+  results.json   every run's summary (no histories) and the aggregated tables
+  results.md     the tables (mean over images and per image) with parameter counts and parameters per value
+  width.png      best PSNR against embedding width: plain MLP, filtered, MLP of equal total parameters
+  sigma.png      best PSNR against RFF sigma, with and without the filter (128 and 256 frequencies)
+  line_search.png  the paper rule's unclipped rate b/k and the 'balance' rate against lr_max over iterations
+  learning.png   PSNR over iterations for the ways the filter can learn (one image)
+
+usage: python scripts/study_reproduction.py --runs DIR [DIR ...] --dest benchmarks/reproduction
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SUMMARY_KEYS = (
+    "method", "image", "iters", "psnr", "best_psnr", "best_iter", "ssim", "seconds_per_iter",
+    "num_params", "num_filter_params", "params_per_value", "embedding_dim", "machine", "variant",
+)  # fmt: skip
+
+TABLES = {
+    "width": (
+        "Embedding width (log-linear PE, scale 32, 3x64 INR)",
+        ["plain-wire5", "filt-wire5", "plain-pe32", "filt-pe32", "eqp-pe32", "plain-pe64", "filt-pe64", "eqp-pe64",
+         "plain-pe128", "filt-pe128", "eqp-pe128", "plain-pe256", "filt-pe256", "eqp-pe256"],
+    ),
+    "rff": ("RFF (128 frequencies = 256 channels; 256 = 512 channels)", None),
+    "learning": (
+        "How the filter learns (base: filt-pe256)",
+        ["filt-pe256", "const1e-4", "const1e-3", "const1e-2", "schedule1e-3", "ls-gradient", "ls-max1e-2",
+         "balance", "balance-max1e-2"],
+    ),
+    "learning64": (
+        "How the filter learns at 64 channels (base: filt-pe64)",
+        ["filt-pe64", "pe64-const1e-4", "pe64-const1e-3", "pe64-const1e-2", "pe64-schedule1e-3", "pe64-ls-gradient",
+         "pe64-ls-max1e-2", "pe64-balance", "pe64-balance-max1e-2"],
+    ),
+    "init": ("Filter initialisation (base: filt-pe256)",
+             ["filt-pe256", "init-identity", "init-orthogonal", "init-scaled0.3", "init-scaled3"]),
+    "depth": ("Filter depth and bias (base: filt-pe256, 3 layers)",
+              ["depth1", "depth2", "filt-pe256", "depth4", "depth5", "bias"]),
+    "wire": ("WIRE's Nyquist PE with more bands", ["plain-wire5", "filt-wire5", "plain-wire7", "filt-wire7",
+                                                    "plain-wire9", "filt-wire9"]),
+}  # fmt: skip
+
+
+ALIASES = {
+    "mlp-pe": "plain-wire5",
+    "filtered-pe": "filt-wire5",
+    "mlp-pe-wide": "plain-pe256",
+    "filtered-pe-wide": "filt-pe256",
+    "mlp-rff": "plain-rff128-s10",
+    "filtered-rff": "filt-rff128-s10",
+}
+"""Bench presets that are the same run as a study label (used when the study label itself is missing)."""
+
+
+def load_runs(folders: list[Path]) -> dict[tuple[str, str, int], dict]:
+    runs: dict[tuple[str, str, int], dict] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("**/metrics.json")):
+            metrics = json.loads(path.read_text())
+            label = metrics.get("label") or path.parent.name
+            runs[(label, metrics["image"], int(metrics["iters"]))] = metrics
+    for (label, image, iters), metrics in list(runs.items()):
+        alias = ALIASES.get(label)
+        if alias and (alias, image, iters) not in runs:
+            runs[(alias, image, iters)] = metrics
+    return runs
+
+
+def history(metrics: dict, key: str) -> tuple[list[int], list[float]]:
+    """A per-iteration history, full or thinned to [iteration, value] pairs."""
+    values = metrics.get(key) or []
+    if values and isinstance(values[0], list):
+        return [int(v[0]) for v in values], [float(v[1]) for v in values]
+    return list(range(len(values))), [float(v) for v in values]
+
+
+def sub_history(metrics: dict, key: str) -> tuple[list[int], list[float]]:
+    values = (metrics.get("line_search_history") or {}).get(key) or []
+    if values and isinstance(values[0], list):
+        return [int(v[0]) for v in values], [float(v[1]) for v in values]
+    return list(range(len(values))), [float(v) for v in values]
+
+
+def row(runs: dict, label: str, iters: int, images: list[str]) -> dict | None:
+    found = {img: runs[(label, img, iters)] for img in images if (label, img, iters) in runs}
+    if not found:
+        return None
+    any_run = next(iter(found.values()))
+    best = [m["best_psnr"] for m in found.values()]
+    final = [m["psnr"] for m in found.values()]
+    return {
+        "label": label,
+        "variant": any_run.get("variant", ""),
+        "images": len(found),
+        "best_psnr": statistics.fmean(best),
+        "psnr": statistics.fmean(final),
+        "num_params": any_run["num_params"],
+        "num_filter_params": any_run["num_filter_params"],
+        "params_per_value": any_run["params_per_value"],
+        "embedding_dim": any_run.get("embedding_dim"),
+        "per_image": {img: {"best_psnr": m["best_psnr"], "psnr": m["psnr"]} for img, m in found.items()},
+        "at_lr_max": _fraction_at_max(found.values()),
+    }
+
+
+def _fraction_at_max(runs) -> float | None:
+    fractions = []
+    for metrics in runs:
+        if not metrics.get("line_search"):
+            continue
+        _, rates = history(metrics, "filter_lr_history")
+        lr_max = float(metrics.get("config", {}).get("lr_max", 1e-3))
+        if rates:
+            fractions.append(sum(r >= lr_max * (1 - 1e-9) for r in rates) / len(rates))
+    return statistics.fmean(fractions) if fractions else None
+
+
+def markdown_table(rows: list[dict], images: list[str]) -> list[str]:
+    head = "| variant | spec | params | filter params | params/value | best PSNR | final PSNR | at lr_max | "
+    head += " | ".join(images) + " |"
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(images)]
+    for r in rows:
+        cells = []
+        for img in images:
+            v = r["per_image"].get(img)
+            cells.append(f"{v['best_psnr']:.2f} / {v['psnr']:.2f}" if v else "–")
+        at_max = "–" if r["at_lr_max"] is None else f"{100 * r['at_lr_max']:.0f}%"
+        partial = "" if r["images"] == len(images) else f" ({r['images']} images)"
+        lines.append(
+            f"| {r['label']}{partial} | `{r['variant']}` | {r['num_params']:,} | {r['num_filter_params']:,} | "
+            f"{r['params_per_value']:.3f} | {r['best_psnr']:.2f} | {r['psnr']:.2f} | {at_max} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return lines
+
+
+def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
+    widths = {32: "pe32", 64: "pe64", 128: "pe128", 256: "pe256"}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for prefix, name, style in (("plain", "MLP (no filter)", "o-"), ("filt", "MLP + filter (paper)", "s-"),
+                                ("eqp", "MLP, equal total parameters", "^--")):  # fmt: skip
+        xs, ys = [], []
+        for width, tag in widths.items():
+            r = row(runs, f"{prefix}-{tag}", iters, images)
+            if r is not None and r["images"] == len(images):
+                xs.append(width)
+                ys.append(r["best_psnr"])
+        if xs:
+            ax.plot(xs, ys, style, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("embedding channels D (log-linear PE, scale 32)")
+    ax.set_ylabel(f"best PSNR (dB), mean of {len(images)} Kodak x4 images")
+    ax.set_title(f"3x64 INR, {iters} iterations")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_sigma(runs: dict, images: list[str], iters: int, path: Path) -> bool:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    drawn = False
+    for n, style in ((128, "-"), (256, ":")):
+        for prefix, name, marker in (("plain", "MLP+RFF", "o"), ("filt", "MLP+RFF+filter", "s")):
+            xs, ys = [], []
+            for sigma in (1, 5, 10, 20, 40):
+                r = row(runs, f"{prefix}-rff{n}-s{sigma}", iters, images)
+                if r is not None and r["images"] == len(images):
+                    xs.append(sigma)
+                    ys.append(r["best_psnr"])
+            if xs:
+                drawn = True
+                ax.plot(xs, ys, marker + style, label=f"{name}, {n} frequencies")
+    if drawn:
+        ax.set_xscale("log")
+        ax.set_xlabel("RFF sigma")
+        ax.set_ylabel(f"best PSNR (dB), mean of {len(images)} images")
+        ax.set_title(f"3x64 INR, Kodak x4, {iters} iterations")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return drawn
+
+
+def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    drawn = False
+    for label in labels:
+        metrics = runs.get((label, image, iters))
+        if metrics is None or not metrics.get("line_search_history"):
+            continue
+        steps, loss = sub_history(metrics, "loss")
+        _, d_filter = sub_history(metrics, "d_filter")
+        _, lr_d_inr = sub_history(metrics, "lr_d_inr")
+        eps = float(metrics.get("config", {}).get("ls_eps", 1e-6))
+        ratio = [(lo + li) / (-df + eps) if (-df + eps) != 0 else math.nan
+                 for lo, df, li in zip(loss, d_filter, lr_d_inr)]  # fmt: skip
+        balance = [li / df if df < 0 and li < 0 else math.nan for df, li in zip(d_filter, lr_d_inr)]
+        axes[0].plot(steps, [abs(r) for r in ratio], label=f"{label}: |b/k| (paper rule, unclipped)", lw=0.8)
+        axes[0].plot(steps, balance, label=f"{label}: lr_I d_I / d_A (balance)", lw=0.8)
+        s2, rates = history(metrics, "filter_lr_history")
+        axes[1].plot(s2, rates, label=label, lw=0.8)
+        drawn = True
+    if drawn:
+        axes[0].axhline(1e-3, color="k", ls="--", lw=1, label="lr_max = 1e-3")
+        axes[0].set_yscale("log")
+        axes[0].set_xlabel("iteration")
+        axes[0].set_title(f"what the rules ask for ({image})")
+        axes[0].legend(fontsize=7)
+        axes[1].set_yscale("log")
+        axes[1].set_xlabel("iteration")
+        axes[1].set_title("filter learning rate actually set")
+        axes[1].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return drawn
+
+
+def plot_learning(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    drawn = False
+    for label in labels:
+        metrics = runs.get((label, image, iters))
+        if metrics is None:
+            continue
+        steps, psnr = history(metrics, "psnr_history")
+        ax.plot(steps, psnr, label=label, lw=0.8)
+        drawn = True
+    if drawn:
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("training PSNR (dB)")
+        ax.set_title(f"{image}, Kodak x4, 3x64 INR")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return drawn
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="bench output folders, merged in order")
+    parser.add_argument("--dest", type=Path, default=Path("benchmarks/reproduction"), help="where to write")
+    parser.add_argument("--images", nargs="+", default=["kodim01", "kodim05", "kodim13", "kodim15"])
+    parser.add_argument("--iters", type=int, default=5000, help="iterations of the main tables")
+    parser.add_argument("--long-iters", type=int, default=20000, help="iterations of the budget table")
+    args = parser.parse_args()
+    runs = load_runs(args.runs)
+    args.dest.mkdir(parents=True, exist_ok=True)
+    machines = sorted({m.get("machine", "?") for m in runs.values()})
+    report = {"images": args.images, "iters": args.iters, "machines": machines, "tables": {}}
+    lines = ["# Reproduction study: when does the bias-free filter help?", "",
+             f"Kodak x4 (192x128) images {', '.join(args.images)}; 3x64 ReLU INR (about the paper's parameters "
+             "per value), Adam 1e-3 decayed by 0.1^(t/T), full batch, seed 0. Cells: best / final PSNR (dB). "
+             "'at lr_max': share of iterations at which the line search set the filter's rate to its upper bound.",
+             f"Machines: {'; '.join(machines)}.", ""]  # fmt: skip
+    for key, (title, labels) in TABLES.items():
+        if labels is None:
+            labels = [f"{p}-rff{n}-s{s}" for n in (128, 256) for s in (1, 5, 10, 20, 40) for p in ("plain", "filt")]
+        rows = [r for r in (row(runs, label, args.iters, args.images) for label in labels) if r]
+        if not rows:
+            continue
+        report["tables"][key] = rows
+        lines += [f"## {title}, {args.iters} iterations", "", *markdown_table(rows, args.images), ""]
+    long_labels = sorted({label for (label, _, it) in runs if it == args.long_iters})
+    long_rows = [r for r in (row(runs, label, args.long_iters, args.images) for label in long_labels) if r]
+    if long_rows:
+        report["tables"]["long"] = long_rows
+        lines += [f"## The paper's budget: {args.long_iters} iterations", "",
+                  *markdown_table(long_rows, args.images), ""]  # fmt: skip
+    report["runs"] = [{k: m.get(k) for k in SUMMARY_KEYS} | {"label": label} for (label, _, _), m in runs.items()]
+    figures = []
+    plot_width(runs, args.images, args.iters, args.dest / "width.png")
+    figures.append("width.png")
+    if plot_sigma(runs, args.images, args.iters, args.dest / "sigma.png"):
+        figures.append("sigma.png")
+    ls_labels = ["filt-pe256", "filt-pe64", "balance", "pe64-balance"]
+    if plot_line_search(runs, "kodim05", args.iters, ls_labels, args.dest / "line_search.png"):
+        figures.append("line_search.png")
+    learn = ["filt-pe256", "const1e-4", "const1e-2", "schedule1e-3", "balance", "eqp-pe256"]
+    if plot_learning(runs, "kodim05", args.iters, learn, args.dest / "learning.png"):
+        figures.append("learning.png")
+    lines += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
+    (args.dest / "results.json").write_text(json.dumps(report, indent=1))
+    (args.dest / "results.md").write_text("\n".join(lines))
+    print(f"{len(runs)} runs -> {args.dest / 'results.md'}")
+
+
+if __name__ == "__main__":
+    main()
