@@ -79,7 +79,7 @@ def plot_crops(
             panels.append((label, _read_png(png), metrics, False))
     cols = min(6, len(panels))
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 2.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 2.9 * rows), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, (label, image, metrics, full) in zip(axes.flat, panels):

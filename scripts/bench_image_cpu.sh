@@ -23,7 +23,7 @@ VARIANTS=(mlp-pe mlp-pe-eqparams filtered-pe filtered-pe-nols filtered-pe-bias s
           filtered-rff filtered-rff-nols mlp-rff-eqparams filtered-pe-wide sape sape-pe)
 ARGS=(--images "$KODAK" --names kodim01 kodim05 kodim13 kodim15 --out "$OUT" --iters 5000 --hidden-features 64
       --downsample 4 --variants "${VARIANTS[@]}" --sweep-names kodim05 --sweep-iters 2000 --long-names kodim05
-      --long-iters 20000
+      --long-iters 20000 --crops-image kodim05
       --long-variants mlp-pe filtered-pe filtered-pe-nols siren gauss mlp-rff mlp-pe-wide wire filtered-pe-wide
       filtered-rff)
 
