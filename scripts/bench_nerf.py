@@ -29,13 +29,26 @@ Variant = Literal["filter", "baseline"]
 LABELS = {"filter": "rff-nerf (filter + line search)", "baseline": "MLP+PE (filter off)"}
 
 
-def _config(method: str, variant: Variant, data: Path, out: Path, steps: int, scale: float, seed: int, device: str):
+def _config(
+    method: str,
+    variant: Variant,
+    data: Path,
+    out: Path,
+    steps: int,
+    scale: float,
+    seed: int,
+    device: str,
+    name: Optional[str] = None,
+    width: Optional[int] = None,
+):
     from method_configs.rff_nerf import rff_nerf, rff_nerf_lite
     from rff_field.nerf.training import lite_config
 
     base = {"rff-nerf": rff_nerf, "rff-nerf-lite": rff_nerf_lite}[method].config
-    config = lite_config(data, out, steps, experiment_name=variant, device_type=device, base=base)
+    config = lite_config(data, out, steps, experiment_name=name or variant, device_type=device, base=base)
     config.machine.seed = seed
+    if width is not None:
+        config.pipeline.model.base_mlp_layer_width = width
     config.pipeline.datamanager.camera_res_scale_factor = scale
     config.pipeline.model.use_filter = variant == "filter"
     config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
@@ -77,6 +90,10 @@ class Train:
     """Training seed (same for both variants)."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where to train."""
+    name: Optional[str] = None
+    """Name of the result folder and row (default: the variant), for extra comparisons such as a wider baseline."""
+    width: Optional[int] = None
+    """Override the density MLP's width (e.g. a baseline with as many parameters as the filtered model)."""
 
     def main(self) -> None:
         from rff_field.nerf.evaluate import evaluate_views
@@ -84,8 +101,18 @@ class Train:
         from rff_field.nerf.training import quiet_known_warnings, train_in_process
 
         quiet_known_warnings()
+        name = self.name or self.variant
         config = _config(
-            self.method, self.variant, self.data, self.out / "runs", self.steps, self.scale, self.seed, self.device
+            self.method,
+            self.variant,
+            self.data,
+            self.out / "runs",
+            self.steps,
+            self.scale,
+            self.seed,
+            self.device,
+            name=name,
+            width=self.width,
         )
         step_times: List[float] = []
         info = {}
@@ -101,7 +128,7 @@ class Train:
             def after(step: int) -> None:
                 step_times.append(time.perf_counter() - clock["t"])
                 if step % 100 == 0:
-                    print(f"[{self.variant}] step {step}/{self.steps}: {step_times[-1]:.3f} s", flush=True)
+                    print(f"[{name}] step {step}/{self.steps}: {step_times[-1]:.3f} s", flush=True)
 
             trainer.callbacks.insert(0, TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], before))
             trainer.callbacks.append(TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], after))
@@ -116,12 +143,14 @@ class Train:
         lr_max = model.config.line_search_lr_max
 
         _, pipeline, _, _ = load_rff_pipeline(config_path, test_mode="test")
-        out_dir = self.out / self.variant
+        out_dir = self.out / name
         metrics = evaluate_views(pipeline, out_dir, progress=False)
         steady = step_times[10:] or step_times
+        label = LABELS[self.variant] if name == self.variant else f"{LABELS[self.variant]}, {name}"
         result = {
             "variant": self.variant,
-            "label": LABELS[self.variant],
+            "name": name,
+            "label": label,
             "method": self.method,
             "data": str(self.data),
             "scale": self.scale,
@@ -241,37 +270,44 @@ class Report:
 
     def main(self) -> None:
         results = {v: json.loads((self.out / v / "result.json").read_text()) for v in ("baseline", "filter")}
+        extras = {
+            p.parent.name: json.loads(p.read_text())
+            for p in sorted(self.out.glob("*/result.json"))
+            if p.parent.name not in results
+        }
         timing_path = self.out / "timing.json"
         timing = json.loads(timing_path.read_text()) if timing_path.exists() else None
         self.dest.mkdir(parents=True, exist_ok=True)
+        everything = {**results, **extras}
         summary = {
             "protocol": {k: results["filter"][k] for k in ("method", "data", "scale", "steps", "seed", "device")},
             "machine": results["filter"]["machine"],
-            "variants": {v: {k: r[k] for k in r if k not in ("test_views", "config")} for v, r in results.items()},
-            "per_view": {v: r["test_views"] for v, r in results.items()},
+            "variants": {v: {k: r[k] for k in r if k not in ("test_views", "config")} for v, r in everything.items()},
+            "per_view": {v: r["test_views"] for v, r in everything.items()},
             "timing_interleaved": timing,
             "how_measured": self.how,
         }
         (self.dest / "results.json").write_text(json.dumps(summary, indent=2))
-        (self.dest / "results.md").write_text(self._markdown(results, timing))
+        (self.dest / "results.md").write_text(self._markdown(results, extras, timing))
         self._figure(results)
         print(f"wrote {self.dest / 'results.json'}, {self.dest / 'results.md'}, {self.dest / 'test_views.png'}")
 
-    def _markdown(self, results: dict, timing: Optional[dict]) -> str:
+    def _markdown(self, results: dict, extras: dict, timing: Optional[dict]) -> str:
         f, b = results["filter"], results["baseline"]
         lines = [
             f"# {self.title}",
             "",
-            f"Steps {f['steps']}, seed {f['seed']}, camera-res-scale-factor {f['scale']}, device {f['device']}; "
+            f"Main comparison: {f['steps']} steps each, seed {f['seed']}, camera-res-scale-factor {f['scale']}, "
+            f"device {f['device']}; "
             f"machine: {f['machine']}. Test views: {len(f['test_views'])} (all of the test split).",
             "",
-            "| variant | test PSNR (dB) | test SSIM | INR params | filter params | s/step (own run) |",
-            "|---|---|---|---|---|---|",
+            "| variant | steps | test PSNR (dB) | test SSIM | INR params | filter params | s/step (own run) |",
+            "|---|---|---|---|---|---|---|",
         ]
-        for r in (b, f):
+        for r in (b, f, *extras.values()):
             lines.append(
-                f"| {r['label']} | {r['test']['psnr']:.2f} | {r['test']['ssim']:.4f} | {r['params_inr']:,} | "
-                f"{r['params_filter']:,} | {r['seconds_per_step_median']:.3f} |"
+                f"| {r['label']} | {r['steps']} | {r['test']['psnr']:.2f} | {r['test']['ssim']:.4f} | "
+                f"{r['params_inr']:,} | {r['params_filter']:,} | {r['seconds_per_step_median']:.3f} |"
             )
         lines += ["", f"PSNR difference (filter - baseline): {f['test']['psnr'] - b['test']['psnr']:+.2f} dB; "
                   f"SSIM difference {f['test']['ssim'] - b['test']['ssim']:+.4f}."]  # fmt: skip

@@ -15,7 +15,7 @@ OUT=${1:-outputs/bench-nerf-cpu}
 STEPS=${STEPS:-2000}
 CHAIR=${CHAIR:-../shared/data/nerf_synthetic/chair}
 PY=${PY:-.venv/bin/python}
-SLOT=/work/cpu_slot.sh
+SLOT=${SLOT:-/work/cpu_slot.sh}
 [ -x "$SLOT" ] || SLOT=env
 mkdir -p "$OUT/logs"
 for variant in baseline filter; do

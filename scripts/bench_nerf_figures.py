@@ -6,7 +6,7 @@ usage: .venv/bin/python scripts/bench_nerf_figures.py --demo demo_output --dest 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List
 
@@ -28,7 +28,7 @@ class Figures:
     """Output folder of rff-demo."""
     dest: Path = Path("benchmarks/nerf")
     """Where to write the PNGs."""
-    views: List[str] = ("r_0", "r_3")  # type: ignore[assignment]
+    views: List[str] = field(default_factory=lambda: ["r_0", "r_3"])
     """Test views to show."""
 
     def main(self) -> None:

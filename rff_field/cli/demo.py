@@ -47,7 +47,7 @@ class Demo:
     """Filter the Fourier embedding (False trains the MLP+PE baseline instead)."""
     mesh_resolution: int = 128
     """Grid points per side for marching cubes."""
-    mesh_threshold: float = 25.0
+    mesh_threshold: float = 10.0
     """Density at which the mesh surface is placed."""
     device: Literal["cpu", "cuda", "mps"] = "cpu"
     """Where to train and render."""

@@ -79,7 +79,7 @@ def density_mesh(
     bbox_min: Sequence[float],
     bbox_max: Sequence[float],
     resolution: int = 256,
-    threshold: float = 25.0,
+    threshold: float = 10.0,
     keep_largest: bool = True,
     batch_size: int = 2**16,
     device: torch.device | str = "cpu",
