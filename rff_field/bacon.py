@@ -26,16 +26,23 @@ SDF_OUTPUT_LAYERS: tuple[int, ...] = (2, 4, 6, 8)
 def default_schedule(hidden_layers: int, multiscale: bool) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """Bandwidth fractions per filter and output layers for a network of ``hidden_layers``.
 
-    The BACON repository's SDF schedule for 8 hidden layers; otherwise an equal split of the bandwidth and
-    (multiscale) outputs after every second layer, ending at the last.
+    BACON's rule, generalised from its 8-layer SDF setup: outputs after every second layer (ending at the last),
+    the bandwidth doubling from one output to the next (the last has all of it), and each increment split
+    equally among the filters that come before that output. For 8 hidden layers this gives the repository's
+    schedule exactly: outputs after layers 2, 4, 6, 8 at 1/8, 1/4, 1/2, 1, filters at 1/24 x3, 1/16 x2, 1/8 x2,
+    1/4 x2. Single-scale networks keep the same filters and output only after the last layer.
     """
-    if hidden_layers == 8:
-        return SDF_INPUT_SCALES, (SDF_OUTPUT_LAYERS if multiscale else (8,))
-    scales = tuple(1 / (hidden_layers + 1) for _ in range(hidden_layers + 1))
-    if not multiscale:
-        return scales, (hidden_layers,)
+    if hidden_layers < 1:
+        raise ValueError(f"BACON needs at least one hidden layer, got {hidden_layers}")
     outputs = tuple(range(hidden_layers, 0, -2))[::-1]
-    return scales, outputs
+    bands = [2.0 ** (k - len(outputs) + 1) for k in range(len(outputs))]
+    scales: list[float] = []
+    previous_layer, previous_band = -1, 0.0
+    for layer, band in zip(outputs, bands):
+        count = layer - previous_layer
+        scales += [(band - previous_band) / count] * count
+        previous_layer, previous_band = layer, band
+    return tuple(scales), (outputs if multiscale else (hidden_layers,))
 
 
 class FourierFilter(nn.Module):

@@ -13,12 +13,13 @@ COMMON=(
   --iters 5000 --points-per-step 5000
   --hidden-features 128 --hidden-layers 3 --pe-frequencies 16 --rff-frequencies 48
   --resolution 256 --eval-samples 100000 --no-save-model
-  --methods mlp-pe mlp-rff siren:hidden_layers=4 gauss wire bacon:hidden_layers=4 filtered-pe filtered-rff
-            mlp-pe:hidden_features=157 filtered-pe:line_search=false
+  --methods mlp-pe mlp-rff siren:hidden_layers=4 gauss wire bacon:hidden_layers=8 filtered-pe filtered-rff
+            mlp-pe:hidden_features=157 filtered-pe:line_search=false bacon:hidden_layers=4
+            gauss:gauss_scale=10 wire:wire_sigma0=10 mlp-rff:rff_frequencies=128 filtered-rff:rff_frequencies=128
 )
 mkdir -p "$OUT"
 $SLOT .venv/bin/rff-sdf bench --meshes "$MESHES/armadillo.obj" "${COMMON[@]}" --view 150 15 \
   > "$OUT/armadillo.log" 2>&1 &
 $SLOT .venv/bin/rff-sdf bench --meshes "$MESHES/bunny-decimated-5k.obj" "${COMMON[@]}" > "$OUT/bunny.log" 2>&1 &
 wait
-.venv/bin/rff-sdf bench --out "$OUT" --report-only --figure-mesh armadillo --view 150 15
+.venv/bin/rff-sdf bench --out "$OUT" --report-only --floor --figure-mesh armadillo --view 150 15

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rff_field.bacon import SDF_OUTPUT_LAYERS, Bacon, default_schedule
+from rff_field.bacon import SDF_INPUT_SCALES, SDF_OUTPUT_LAYERS, Bacon, default_schedule
 
 
 def test_sdf_setup_matches_the_bacon_repository():
@@ -38,6 +38,14 @@ def test_outputs_are_band_limited():
         above = spectrum[int(limit) + 1 :].max() / spectrum.max()
         assert above < 1e-6
         assert spectrum[int(limit) // 2 :].max() / spectrum.max() > 1e-4  # it does use its band
+
+
+def test_default_schedule_doubles_the_bandwidth_per_output():
+    scales, outputs = default_schedule(8, multiscale=True)
+    assert outputs == SDF_OUTPUT_LAYERS and scales == pytest.approx(SDF_INPUT_SCALES)  # BACON's, from the rule
+    net = Bacon(3, 1, hidden_features=16, hidden_layers=6, max_frequency=480)
+    assert net.output_layers == (2, 4, 6)
+    assert net.bandwidths() == pytest.approx([60, 120, 240], abs=3)  # 1/4, 1/2, 1 of 480 / 2
 
 
 def test_single_scale_and_custom_schedules():

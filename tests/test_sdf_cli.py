@@ -121,6 +121,13 @@ def test_bench_pool_resume_and_report(tmp_path):
     runs = json.loads((out / "results.json").read_text())["runs"]
     assert [r["label"] for r in runs] == ["mlp-pe", "bacon", "filtered-pe:line_search=false"]  # given order
     assert all(r["f_threshold"] == 0.5 and r["f_score"] == float(r["mesh_triangles"] > 0) for r in runs)
+    # --floor adds the exact SDF's marching cubes as a reference row, which scores better than the tiny fits.
+    cli.main(["bench", "--out", str(out), "--report-only", "--floor", "--resolution", "24", "--eval-samples", "2000"])
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    floor = runs[-1]
+    assert floor["label"] == "exact-sdf" and floor["mesh_closed"]
+    assert floor["chamfer"] < min(r["chamfer"] for r in runs[:-1] if r["chamfer"] is not None)
+    assert "| exact-sdf |" in (out / "results.md").read_text()
 
 
 def test_pool_then_fit_from_the_pool(tmp_path):

@@ -87,6 +87,9 @@ class Bench:
     """Only rebuild the results from the runs in --out (recomputing inexact metrics, e.g. from a GPU run)."""
     reevaluate: bool = False
     """With --report-only: recompute every run's metrics with this --eval-samples and --f-threshold."""
+    floor: bool = False
+    """Also mesh each shape's exact SDF at --resolution and measure it (row exact-sdf): the best score a network
+    can reach with this marching-cubes grid."""
     overwrite: bool = False
     """Write into a non-empty --out."""
 
@@ -228,6 +231,12 @@ def run_bench(cmd: Bench) -> dict:
                 )
             shapes.append((name, pool_path))
         records = sdf_bench.run_bench(out, shapes, specs, network, cmd.train, cmd.output, resume=cmd.resume)
+    if cmd.floor:
+        done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
+        pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}
+        for name, pool in pools.items():
+            if name not in done:
+                records.append(sdf_bench.exact_floor(out, name, Path(pool), cmd.output))
     written = sdf_bench.write_report(out, records, protocol, cmd.figure_mesh, cmd.output.view)
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return {"records": records, "written": written}
