@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The CPU runs that complete the GPU runs of scripts/gpu_study.sh (same protocol: Kodak x4, 3x64, seed 0), one
+# job at a time on one core (through /work/cpu_slot.sh when it exists). Resumable: rerun to finish.
+#
+# usage: scripts/study_cpu.sh [PART ...]   PART in: grid long sweep learning64 (default: all)
+#   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-outputs/study-cpu}
+IMAGES=${IMAGES:-../shared/data/kodak}
+SLOT=$([ -x /work/cpu_slot.sh ] && echo /work/cpu_slot.sh || echo)
+PY=.venv/bin/python
+PE64="filtered-pe,pe=loglinear,pe_frequencies=16"
+bench() {  # bench PART ARGS...
+    local part=$1; shift
+    $SLOT "$PY" scripts/bench_image.py --protocol cpu --device cpu --workers 1 --no-sweep --no-long --no-lpips \
+        --images "$IMAGES" --out "$OUT/$part" "$@"
+}
+for part in ${@:-grid sweep long learning64}; do
+    case $part in
+    grid)  # presets the GPU run did not reach
+        bench grid --variants mlp-rff-eqparams sape sape-pe filtered-rff-nols ;;
+    sweep)  # kodim05, 2000 iterations: RFF sigma (256 channels) and PE scale (64 channels), with and without filter
+        args=()
+        for s in 1 5 10 20 40; do args+=("plain-rff128-s$s:mlp-rff,rff_sigma=$s" "filt-rff128-s$s:filtered-rff,rff_sigma=$s"); done
+        for s in 8 16 32 64 128; do
+            args+=("plain-pe64-scale$s:mlp-pe,pe=loglinear,pe_frequencies=16,pe_scale=$s" "filt-pe64-scale$s:$PE64,pe_scale=$s")
+        done
+        bench sweep --names kodim05 --iters 2000 --variants "${args[@]}" ;;
+    long)  # the paper's 20k iterations on kodim05
+        bench long --names kodim05 --iters 20000 --variants mlp-pe filtered-pe mlp-rff \
+            "plain-pe64:mlp-pe,pe=loglinear,pe_frequencies=16" "filt-pe64:$PE64" \
+            "eqp-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64" ;;
+    learning64)  # how the filter learns, at 64 channels
+        bench learning64 --names kodim05 kodim01 --variants "pe64-balance:$PE64,rule=balance" \
+            "pe64-const1e-4:$PE64,line_search=false,filter_lr=1e-4" \
+            "pe64-const1e-2:$PE64,line_search=false,filter_lr=1e-2" \
+            "pe64-schedule1e-3:$PE64,line_search=false,filter_lr=1e-3,filter_schedule=true" ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+    esac
+done
