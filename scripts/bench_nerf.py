@@ -94,6 +94,8 @@ class Train:
     """Name of the result folder and row (default: the variant), for extra comparisons such as a wider baseline."""
     width: Optional[int] = None
     """Override the density MLP's width (e.g. a baseline with as many parameters as the filtered model)."""
+    label: Optional[str] = None
+    """Row label in the report (default: from the variant and the name)."""
 
     def main(self) -> None:
         from rff_field.nerf.evaluate import evaluate_views
@@ -146,7 +148,7 @@ class Train:
         out_dir = self.out / name
         metrics = evaluate_views(pipeline, out_dir, progress=False)
         steady = step_times[10:] or step_times
-        label = LABELS[self.variant] if name == self.variant else f"{LABELS[self.variant]}, {name}"
+        label = self.label or (LABELS[self.variant] if name == self.variant else f"{LABELS[self.variant]}, {name}")
         result = {
             "variant": self.variant,
             "name": name,
