@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import shutil
 import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ import numpy as np
 
 from rff_field.image import FitConfig, resolve_device, run_fit
 from rff_field.image_data import ImageError, downsample, load_image
+from rff_field.image_plots import history_series
 from rff_field.networks import NetworkConfig, build_network, count_parameters
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
@@ -344,6 +346,31 @@ def _check_out(config: BenchConfig) -> None:
         os.replace(partial, marker)  # atomic: parallel jobs may read it
 
 
+def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: dict[str, str]) -> int:
+    """Symlink every finished job folder (``{runs,sweep,long}/<image>/<label>``) of the source folders into
+    ``out`` (a source's ``runs`` jobs go to the group given with it, if any)."""
+    out.mkdir(parents=True, exist_ok=True)
+    first = sources[0][0] / "bench.json"
+    if not (out / "bench.json").exists() and first.exists():
+        shutil.copy(first, out / "bench.json")
+    linked = {}
+    for source, main_group in sources:
+        for metrics in sorted(source.glob("*/*/*/metrics.json")):
+            group, image, label = metrics.parent.relative_to(source).parts
+            group = main_group if group == "runs" and main_group else group
+            if group in ("runs", "sweep", "long"):
+                linked[(group, image, aliases.get(label, label))] = metrics.parent.resolve()
+    for (group, image, label), folder in linked.items():
+        target = out / group / image / label
+        if target.is_symlink():
+            target.unlink()
+        elif target.exists():
+            continue  # a job run in this folder itself
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(folder, target_is_directory=True)
+    return len(linked)
+
+
 def run_job(config: BenchConfig, job: Job, notify: Callable[[str], None]) -> dict:
     """Fit one job and write its folder; returns its metrics."""
     image = load_image(job.path)
@@ -407,8 +434,8 @@ def run_summary(metrics: dict) -> dict:
     network = metrics["config"]["network"]
     for key in ("hidden_features", "pe", "pe_scale", "pe_frequencies", "rff_sigma", "rff_frequencies"):
         row[key] = network[key]
-    lrs = metrics.get("filter_lr_history")
-    if lrs:
+    _, lrs = history_series(metrics.get("filter_lr_history"))
+    if len(lrs):
         lr_max = metrics["config"]["lr_max"]
         row["filter_lr_final"] = lrs[-1]
         row["filter_lr_median"] = float(np.median(lrs))
@@ -430,7 +457,10 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
         path = config.out / job.folder / "metrics.json"
         if path.exists():
             metrics = json.loads(path.read_text())
-            runs.append(run_summary(metrics))
+            # the job's own label and group: a run linked in from another folder may have been stored under
+            # another name (e.g. a study label, or the main group of a longer bench)
+            runs.append(run_summary(metrics) | {"label": job.variant.label, "group": job.group,
+                                                "variant": job.variant.spec})  # fmt: skip
             histories[(job.group, job.image, job.variant.label)] = metrics
     groups: dict[str, dict] = {}
     for group in ("main", "sweep", "long"):
@@ -503,6 +533,10 @@ def results_markdown(summary: dict) -> str:
         "params/value: trainable parameters per fitted pixel value. Means are over the images a row has finished "
         "(column `images`): compare rows with the same count.",
     ]
+    if len(summary["machines"]) > 1:
+        lines += ["", "The runs come from several machines: each s/it is that run's own wall time on its machine, so "
+                  "s/it is not comparable between rows (quality is: same protocol and seed). Compare speed only "
+                  "with a side-by-side measurement (scripts/time_image_methods.py)."]  # fmt: skip
     titles = {"main": "Main grid", "sweep": "Robustness sweep", "long": "Long runs"}
     for group in ("main", "long", "sweep"):
         data = summary["groups"][group]

@@ -98,6 +98,18 @@ def plot_crops(
     plt.close(fig)
 
 
+def history_series(values: Optional[list]) -> tuple[np.ndarray, np.ndarray]:
+    """Iterations (1-based) and values of a ``*_history`` list from metrics.json: one value per iteration, or
+    ``[iteration, value]`` pairs where a history was thinned (scripts/pack_bench_results.py). None is NaN."""
+    values = values or []
+    if values and isinstance(values[0], list):
+        steps = np.array([v[0] + 1 for v in values], dtype=float)
+        values = [v[1] for v in values]
+    else:
+        steps = np.arange(1, len(values) + 1, dtype=float)
+    return steps, np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
 def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, title: str = "") -> None:
     """PSNR over iterations of every run, and the filter's learning rate of the filtered ones."""
     plt = _pyplot()
@@ -106,8 +118,7 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
     fig, axes = plt.subplots(1, 2 if with_lr else 1, figsize=(13 if with_lr else 7, 4.2), squeeze=False)
     ax = axes[0, 0]
     for label, _, metrics in runs:
-        psnrs = np.array([np.nan if p is None else p for p in metrics["psnr_history"]], dtype=float)
-        ax.plot(np.arange(1, len(psnrs) + 1), psnrs, lw=0.9, label=label)
+        ax.plot(*history_series(metrics["psnr_history"]), lw=0.9, label=label)
     ax.set_xlabel("iteration")
     ax.set_ylabel("PSNR (dB)")
     ax.set_title(f"{title}: training PSNR" if title else "training PSNR")
@@ -116,8 +127,7 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
     if with_lr:
         ax = axes[0, 1]
         for label, _, metrics in with_lr:
-            lrs = np.asarray(metrics["filter_lr_history"], dtype=float)
-            ax.plot(np.arange(1, len(lrs) + 1), lrs, lw=0.9, label=label)
+            ax.plot(*history_series(metrics["filter_lr_history"]), lw=0.9, label=label)
         ax.set_xlabel("iteration")
         ax.set_ylabel("filter learning rate")
         ax.set_yscale("symlog", linthresh=1e-6)

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rff_field.image import FitConfig  # noqa: E402
-from rff_field.image_bench import PRESETS, BenchConfig, build_jobs, run_bench  # noqa: E402
+from rff_field.image_bench import PRESETS, BenchConfig, build_jobs, merge_runs, run_bench  # noqa: E402
 from rff_field.image_data import ImageError  # noqa: E402
 from rff_field.networks import NetworkConfig  # noqa: E402
 
@@ -84,9 +84,38 @@ def main() -> int:
     parser.add_argument("--no-lpips", action="store_true", help="skip LPIPS")
     parser.add_argument("--list-jobs", action="store_true", help="print the jobs and exit")
     parser.add_argument("--summarize-only", action="store_true", help="only rebuild the summaries")
+    parser.add_argument(
+        "--merge-from",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="link the finished jobs of these folders (same protocol; later ones win) into --out "
+        "first, with --alias, e.g. to summarise GPU and CPU runs of one protocol together",
+    )
+    parser.add_argument(
+        "--merge-long-from",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="like --merge-from, for folders whose main jobs are this protocol's long runs "
+        "(e.g. a bench run with --iters 20000)",
+    )
+    parser.add_argument(
+        "--alias",
+        nargs="*",
+        default=[],
+        metavar="FROM=TO",
+        help="with --merge-from: a job label in the source folders and the label it fills here",
+    )
     args = parser.parse_args()
     try:
         config = protocol(args.protocol, args)
+        if args.merge_from or args.merge_long_from:
+            sources = [(d, None) for d in args.merge_from] + [(d, "long") for d in args.merge_long_from]
+            linked = merge_runs(sources, config.out, dict(a.split("=", 1) for a in args.alias))
+            print(f"linked {linked} finished jobs into {config.out}", flush=True)
         if args.list_jobs or args.summarize_only:
             run_bench(dataclasses.replace(config, list_jobs=args.list_jobs, summarize_only=args.summarize_only))
             return 0

@@ -17,6 +17,7 @@ from rff_field.image_bench import (
     build_jobs,
     job_config,
     match_width,
+    merge_runs,
     parameter_count,
     parse_variant,
     run_bench,
@@ -176,3 +177,24 @@ def test_bench_protects_foreign_folders_and_other_protocols(image_folder, tmp_pa
     other = tiny_bench(image_folder, out, sweep_names=(), long_names=(), variants=("mlp-pe",), downsample=2)
     with pytest.raises(ImageError, match="another protocol"):
         run_bench(other)
+
+
+def test_merge_runs_fills_jobs_from_other_folders(image_folder, tmp_path):
+    quiet = dict(sweep_names=(), long_names=())
+    a, b, c, merged = (tmp_path / name for name in ("a", "b", "c", "merged"))
+    run_bench(tiny_bench(image_folder, a, variants=("mlp-pe",), names=("one",), **quiet), notify=lambda m: None)
+    run_bench(tiny_bench(image_folder, b, variants=("study:filtered-rff",), **quiet), notify=lambda m: None)
+    longer = tiny_bench(image_folder, c, variants=("mlp-pe",), names=("two",), **quiet)
+    longer.fit.iters = 6
+    run_bench(longer, notify=lambda m: None)
+
+    linked = merge_runs([(a, None), (b, None), (c, "long")], merged, {"study": "filtered-rff"})
+    assert linked == 4
+    assert (merged / "runs/one/filtered-rff").is_symlink() and (merged / "long/two/mlp-pe").is_symlink()
+    assert (merged / "bench.json").read_text() == (a / "bench.json").read_text()
+    summary = run_bench(tiny_bench(image_folder, merged, sweep_names=(), long_names=("two",), long_iters=6,
+                                   long_variants=("mlp-pe",), summarize_only=True))  # fmt: skip
+    assert summary["jobs_done"] == 4
+    assert set(summary["groups"]["main"]["means"]) == {"mlp-pe", "filtered-rff"}  # stored as "study" in b
+    assert summary["groups"]["main"]["means"]["filtered-rff"]["images"] == 2
+    assert [r["iters"] for r in summary["groups"]["long"]["runs"]] == [6]
