@@ -3,6 +3,7 @@
 # job at a time on one core (through /work/cpu_slot.sh when it exists). Resumable: rerun to finish.
 #
 # usage: scripts/study_cpu.sh [PART ...]   PART in: grid long sweep learning64 (default: all)
+#        PART in: grid long sweep learning64 factors64 sigma (default: grid sweep long learning64)
 #   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
 set -u
 cd "$(dirname "$0")/.."
@@ -36,6 +37,20 @@ for part in ${@:-grid sweep long learning64}; do
             "pe64-const1e-4:$PE64,line_search=false,filter_lr=1e-4" \
             "pe64-const1e-2:$PE64,line_search=false,filter_lr=1e-2" \
             "pe64-schedule1e-3:$PE64,line_search=false,filter_lr=1e-3,filter_schedule=true" ;;
+    factors64)  # the study's factors at 64 channels on kodim05 (the GPU budget ended before the 256-channel ones)
+        bench factors64 --names kodim05 --variants \
+            "pe64-const1e-4:$PE64,line_search=false,filter_lr=1e-4" \
+            "pe64-const1e-2:$PE64,line_search=false,filter_lr=1e-2" \
+            "pe64-schedule1e-3:$PE64,line_search=false,filter_lr=1e-3,filter_schedule=true" \
+            "pe64-ls-gradient:$PE64,direction=gradient" \
+            "pe64-depth1:$PE64,filter_layers=1" "pe64-depth5:$PE64,filter_layers=5" \
+            "pe64-bias:$PE64,filter_bias=true" \
+            "pe64-init-identity:$PE64,filter_init=identity" \
+            "pe64-init-scaled0.3:$PE64,filter_init=scaled,filter_init_gain=0.3" ;;
+    sigma)  # RFF sigma 20 and 40 (256 channels) on kodim05, 5000 iterations: the GPU runs stopped at sigma 10
+        bench sigma --names kodim05 --variants "filt-rff128-s20:filtered-rff,rff_frequencies=128,rff_sigma=20" \
+            "plain-rff128-s40:mlp-rff,rff_frequencies=128,rff_sigma=40" \
+            "filt-rff128-s40:filtered-rff,rff_frequencies=128,rff_sigma=40" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
 done

@@ -28,6 +28,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from rff_field.image_plots import history_series  # noqa: E402
+
 SUMMARY_KEYS = (
     "method", "image", "iters", "psnr", "best_psnr", "best_iter", "ssim", "seconds_per_iter",
     "num_params", "num_filter_params", "params_per_value", "embedding_dim", "machine", "variant",
@@ -54,6 +56,11 @@ TABLES = {
              ["filt-pe256", "init-identity", "init-orthogonal", "init-scaled0.3", "init-scaled3"]),
     "depth": ("Filter depth and bias (base: filt-pe256, 3 layers)",
               ["depth1", "depth2", "filt-pe256", "depth4", "depth5", "bias"]),
+    "init64": ("Filter initialisation at 64 channels (base: filt-pe64)",
+               ["filt-pe64", "pe64-init-identity", "pe64-init-orthogonal", "pe64-init-scaled0.3",
+                "pe64-init-scaled3"]),
+    "depth64": ("Filter depth and bias at 64 channels (base: filt-pe64, 3 layers)",
+                ["pe64-depth1", "pe64-depth2", "filt-pe64", "pe64-depth4", "pe64-depth5", "pe64-bias"]),
     "wire": ("WIRE's Nyquist PE with more bands", ["plain-wire5", "filt-wire5", "plain-wire7", "filt-wire7",
                                                     "plain-wire9", "filt-wire9"]),
 }  # fmt: skip
@@ -85,18 +92,14 @@ def load_runs(folders: list[Path]) -> dict[tuple[str, str, int], dict]:
 
 
 def history(metrics: dict, key: str) -> tuple[list[int], list[float]]:
-    """A per-iteration history, full or thinned to [iteration, value] pairs."""
-    values = metrics.get(key) or []
-    if values and isinstance(values[0], list):
-        return [int(v[0]) for v in values], [float(v[1]) for v in values]
-    return list(range(len(values))), [float(v) for v in values]
+    """A per-iteration history, full or thinned to [iteration, value] pairs (0-based iterations)."""
+    steps, values = history_series(metrics.get(key))
+    return [int(s) - 1 for s in steps], values.tolist()
 
 
 def sub_history(metrics: dict, key: str) -> tuple[list[int], list[float]]:
-    values = (metrics.get("line_search_history") or {}).get(key) or []
-    if values and isinstance(values[0], list):
-        return [int(v[0]) for v in values], [float(v[1]) for v in values]
-    return list(range(len(values))), [float(v) for v in values]
+    steps, values = history_series((metrics.get("line_search_history") or {}).get(key))
+    return [int(s) - 1 for s in steps], values.tolist()
 
 
 def row(runs: dict, label: str, iters: int, images: list[str]) -> dict | None:
@@ -177,27 +180,34 @@ def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_sigma(runs: dict, images: list[str], iters: int, path: Path) -> bool:
-    fig, ax = plt.subplots(figsize=(6, 4))
+def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str = "kodim05") -> bool:
+    """Best PSNR against RFF sigma: the mean over all images where every image finished (left) and one image over
+    every sigma that ran (right; the GPU budget ended before sigma 20 and 40 on all images)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     drawn = False
     for n, style in ((128, "-"), (256, ":")):
         for prefix, name, marker in (("plain", "MLP+RFF", "o"), ("filt", "MLP+RFF+filter", "s")):
-            xs, ys = [], []
+            mean_xy, one_xy = [], []
             for sigma in (1, 5, 10, 20, 40):
                 r = row(runs, f"{prefix}-rff{n}-s{sigma}", iters, images)
                 if r is not None and r["images"] == len(images):
-                    xs.append(sigma)
-                    ys.append(r["best_psnr"])
-            if xs:
-                drawn = True
-                ax.plot(xs, ys, marker + style, label=f"{name}, {n} frequencies")
+                    mean_xy.append((sigma, r["best_psnr"]))
+                if r is not None and image in r["per_image"]:
+                    one_xy.append((sigma, r["per_image"][image]["best_psnr"]))
+            for ax, xy in ((axes[0], mean_xy), (axes[1], one_xy)):
+                if xy:
+                    drawn = True
+                    ax.plot(*zip(*xy), marker + style, label=f"{name}, {2 * n} channels")
     if drawn:
-        ax.set_xscale("log")
-        ax.set_xlabel("RFF sigma")
-        ax.set_ylabel(f"best PSNR (dB), mean of {len(images)} images")
-        ax.set_title(f"3x64 INR, Kodak x4, {iters} iterations")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        axes[0].set_title(f"mean of {len(images)} Kodak x4 images")
+        axes[1].set_title(f"{image} (x4)")
+        axes[0].set_ylabel("best PSNR (dB)")
+        for ax in axes:
+            ax.set_xscale("log")
+            ax.set_xlabel("RFF sigma")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"3x64 INR, {iters} iterations")
         fig.tight_layout()
         fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -278,12 +288,14 @@ def main() -> None:
              "per value), Adam 1e-3 decayed by 0.1^(t/T), full batch, seed 0. Cells: best / final PSNR (dB). "
              "'at lr_max': share of iterations at which the line search set the filter's rate to its upper bound.",
              f"Machines: {'; '.join(machines)}.", ""]  # fmt: skip
+    shown: set[str] = set()
     for key, (title, labels) in TABLES.items():
         if labels is None:
             labels = [f"{p}-rff{n}-s{s}" for n in (128, 256) for s in (1, 5, 10, 20, 40) for p in ("plain", "filt")]
         rows = [r for r in (row(runs, label, args.iters, args.images) for label in labels) if r]
-        if not rows:
-            continue
+        if not {r["label"] for r in rows} - shown:
+            continue  # nothing this table adds to the ones above (e.g. a factor whose runs have not been made)
+        shown |= {r["label"] for r in rows}
         report["tables"][key] = rows
         lines += [f"## {title}, {args.iters} iterations", "", *markdown_table(rows, args.images), ""]
     long_labels = sorted({label for (label, _, it) in runs if it == args.long_iters})
@@ -301,7 +313,21 @@ def main() -> None:
     ls_labels = ["filt-pe256", "filt-pe64", "balance", "pe64-balance"]
     if plot_line_search(runs, "kodim05", args.iters, ls_labels, args.dest / "line_search.png"):
         figures.append("line_search.png")
-    learn = ["filt-pe256", "const1e-4", "const1e-2", "schedule1e-3", "balance", "eqp-pe256"]
+    learn = [
+        "filt-pe64",
+        "pe64-const1e-4",
+        "pe64-const1e-2",
+        "pe64-schedule1e-3",
+        "pe64-ls-gradient",
+        "pe64-balance",
+        "eqp-pe64",
+        "plain-pe64",
+        "filt-pe256",
+        "const1e-4",
+        "const1e-2",
+        "schedule1e-3",
+        "balance",
+    ]
     if plot_learning(runs, "kodim05", args.iters, learn, args.dest / "learning.png"):
         figures.append("learning.png")
     lines += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
