@@ -11,7 +11,7 @@ fine series of band-limited outputs of the same signal (the multiscale BACON).
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Literal, Optional, Sequence
 
 import torch
 from jaxtyping import Float
@@ -23,26 +23,47 @@ SDF_INPUT_SCALES: tuple[float, ...] = (1 / 24, 1 / 24, 1 / 24, 1 / 16, 1 / 16, 1
 SDF_OUTPUT_LAYERS: tuple[int, ...] = (2, 4, 6, 8)
 
 
-def default_schedule(hidden_layers: int, multiscale: bool) -> tuple[tuple[float, ...], tuple[int, ...]]:
+BaconSchedule = Literal["prefix", "spread"]
+"""How a BACON of other than 8 hidden layers splits its bandwidth (see :func:`default_schedule`)."""
+
+
+def default_schedule(
+    hidden_layers: int, multiscale: bool, schedule: BaconSchedule = "prefix"
+) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """Bandwidth fractions per filter and output layers for a network of ``hidden_layers``.
 
-    BACON's rule, generalised from its 8-layer SDF setup: outputs after every second layer (ending at the last),
-    the bandwidth doubling from one output to the next (the last has all of it), and each increment split
-    equally among the filters that come before that output. For 8 hidden layers this gives the repository's
-    schedule exactly: outputs after layers 2, 4, 6, 8 at 1/8, 1/4, 1/2, 1, filters at 1/24 x3, 1/16 x2, 1/8 x2,
-    1/4 x2. Single-scale networks keep the same filters and output only after the last layer.
+    Both schedules give the repository's SDF schedule for 8 hidden layers: outputs after layers 2, 4, 6, 8 at 1/8,
+    1/4, 1/2 and all of the bandwidth, filters at 1/24 x3, 1/16 x2, 1/8 x2, 1/4 x2. They differ for other depths:
+
+    - ``prefix`` (default): a shallower network is the first layers of that 8-layer network, with the same filters
+      and the outputs it reaches (plus one after its last layer); its finest output therefore holds less than
+      the full bandwidth (4 layers: filters 1/24 x3, 1/16 x2, outputs at 1/8 and 1/4 of it). Deeper networks
+      use ``spread``.
+    - ``spread``: the whole bandwidth in any depth, by BACON's rule: outputs after every second layer (ending at
+      the last), the bandwidth doubling from one output to the next, each increment split equally among the
+      filters before that output. In a shallow network the filters become wide (4 layers: 1/6 x3, 1/4 x2, i.e.
+      32 and 48 cycles per unit at the SDF setup's 384), and such a network does not fit an SDF: it has almost
+      no low frequencies, and training settles on a zero output.
+
+    Single-scale networks keep the same filters and output only after the last layer.
     """
     if hidden_layers < 1:
         raise ValueError(f"BACON needs at least one hidden layer, got {hidden_layers}")
+    if schedule not in ("prefix", "spread"):
+        raise ValueError(f"unknown BACON schedule {schedule!r}; choose prefix or spread")
+    if schedule == "prefix" and hidden_layers <= SDF_OUTPUT_LAYERS[-1]:
+        scales = SDF_INPUT_SCALES[: hidden_layers + 1]
+        outputs = tuple(layer for layer in SDF_OUTPUT_LAYERS if layer < hidden_layers) + (hidden_layers,)
+        return scales, (outputs if multiscale else (hidden_layers,))
     outputs = tuple(range(hidden_layers, 0, -2))[::-1]
     bands = [2.0 ** (k - len(outputs) + 1) for k in range(len(outputs))]
-    scales: list[float] = []
+    spread: list[float] = []
     previous_layer, previous_band = -1, 0.0
     for layer, band in zip(outputs, bands):
         count = layer - previous_layer
-        scales += [(band - previous_band) / count] * count
+        spread += [(band - previous_band) / count] * count
         previous_layer, previous_band = layer, band
-    return tuple(scales), (outputs if multiscale else (hidden_layers,))
+    return tuple(spread), (outputs if multiscale else (hidden_layers,))
 
 
 class FourierFilter(nn.Module):
@@ -91,9 +112,13 @@ class Bacon(nn.Module):
         hidden_features: Width.
         hidden_layers: Multiplicative layers after the first filter (BACON's ``hidden_layers``).
         max_frequency: The network-equivalent sample rate per unit length (BACON's ``max_freq``); the finest
-            output holds frequencies up to half of it.
-        input_scales: Fraction of the bandwidth each of the ``hidden_layers + 1`` filters adds.
-        output_layers: Layers (1..hidden_layers) with an output head; the last must be ``hidden_layers``.
+            output holds frequencies up to half of it (times the sum of ``input_scales``, which is below 1 for a
+            ``prefix`` network shallower than 8 layers).
+        input_scales: Fraction of the bandwidth each of the ``hidden_layers + 1`` filters adds (default: from
+            ``schedule``).
+        output_layers: Layers (1..hidden_layers) with an output head; the last must be ``hidden_layers`` (default:
+            from ``schedule``).
+        schedule: How the default scales and outputs follow from the depth (:func:`default_schedule`).
         reuse_filters: Layers with equal bandwidth share one filter (as the repository's SDF models do).
         quantization_interval: Spacing of the filters' frequency grid.
         seed: Seed of the frequencies and of the initialisation.
@@ -111,9 +136,10 @@ class Bacon(nn.Module):
         reuse_filters: bool = True,
         quantization_interval: float = 2 * math.pi,
         seed: int = 0,
+        schedule: BaconSchedule = "prefix",
     ) -> None:
         super().__init__()
-        default_scales, default_outputs = default_schedule(hidden_layers, multiscale=True)
+        default_scales, default_outputs = default_schedule(hidden_layers, multiscale=True, schedule=schedule)
         scales = tuple(input_scales) if input_scales is not None else default_scales
         outputs = tuple(output_layers) if output_layers is not None else default_outputs
         if len(scales) != hidden_layers + 1:

@@ -22,7 +22,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.bacon import Bacon, default_schedule
+from rff_field.bacon import Bacon, BaconSchedule, default_schedule
 from rff_field.filter import split_filter_parameters
 from rff_field.line_search import FilterLineSearch
 from rff_field.mesh import marching_cubes, orient_outward, sample_grid
@@ -74,7 +74,12 @@ class SDFNetworkConfig(NetworkConfig):
     gauss_scale: float = 40.0
     """GAUSS's inverse width (the WIRE repository's occupancy script uses sigma0 = 40 for it too)."""
     bacon_max_frequency: float = 384.0
-    """BACON's network sample rate per unit; the finest output holds up to half of it (BACON: 384)."""
+    """BACON's network sample rate per unit; the finest output of the 8-layer network holds up to half of it
+    (BACON: 384)."""
+    bacon_schedule: BaconSchedule = "prefix"
+    """Bandwidth schedule of a BACON of other than 8 hidden layers: ``prefix``, the first layers of BACON's 8-layer
+    SDF network (same filters; 4 layers hold 1/4 of the bandwidth, 48 cycles per unit at 384), or ``spread``, the
+    whole bandwidth in fewer, wider filters (at 4 layers such a network does not learn an SDF)."""
     bacon_multiscale: bool = True
     """Train BACON with several outputs (coarse to fine) whose losses are averaged; off: one output."""
     bacon_input_scales: Optional[tuple[float, ...]] = None
@@ -95,7 +100,7 @@ def build_sdf_network(config: SDFNetworkConfig, seed: int = 0) -> nn.Module:
     config = config.resolved()
     torch.manual_seed(seed)
     if config.method == "bacon":
-        scales, outputs = default_schedule(config.hidden_layers, config.bacon_multiscale)
+        scales, outputs = default_schedule(config.hidden_layers, config.bacon_multiscale, config.bacon_schedule)
         if config.bacon_input_scales is not None:
             scales = config.bacon_input_scales
         if config.bacon_output_layers is not None:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rff_field.bacon import SDF_INPUT_SCALES, SDF_OUTPUT_LAYERS, Bacon, default_schedule
+from rff_field.sdf import SDFNetworkConfig, build_sdf_network
 
 
 def test_sdf_setup_matches_the_bacon_repository():
@@ -40,18 +41,38 @@ def test_outputs_are_band_limited():
         assert spectrum[int(limit) // 2 :].max() / spectrum.max() > 1e-4  # it does use its band
 
 
-def test_default_schedule_doubles_the_bandwidth_per_output():
-    scales, outputs = default_schedule(8, multiscale=True)
+def test_spread_schedule_doubles_the_bandwidth_per_output():
+    scales, outputs = default_schedule(8, multiscale=True, schedule="spread")
     assert outputs == SDF_OUTPUT_LAYERS and scales == pytest.approx(SDF_INPUT_SCALES)  # BACON's, from the rule
-    net = Bacon(3, 1, hidden_features=16, hidden_layers=6, max_frequency=480)
+    net = Bacon(3, 1, hidden_features=16, hidden_layers=6, max_frequency=480, schedule="spread")
     assert net.output_layers == (2, 4, 6)
     assert net.bandwidths() == pytest.approx([60, 120, 240], abs=3)  # 1/4, 1/2, 1 of 480 / 2
 
 
+def test_shallow_bacon_is_the_first_layers_of_the_sdf_network():
+    # Regression: the former default (spread) gave a 4-layer BACON filters of 32 and 48 cycles per unit; it has
+    # almost no low frequencies and stayed at the zero function in the CPU benchmark (loss 0.33 vs 0.0008 mlp-pe).
+    assert default_schedule(8, multiscale=True) == (SDF_INPUT_SCALES, SDF_OUTPUT_LAYERS)
+    assert default_schedule(4, multiscale=True) == (SDF_INPUT_SCALES[:5], (2, 4))
+    assert default_schedule(3, multiscale=True) == (SDF_INPUT_SCALES[:4], (2, 3))
+    net = build_sdf_network(SDFNetworkConfig(method="bacon", hidden_features=16, hidden_layers=4))
+    assert net.output_layers == (2, 4)
+    assert net.bandwidths() == pytest.approx([24, 48], abs=1e-3)  # outputs 1 and 2 of the 8-layer network
+    spread = build_sdf_network(
+        SDFNetworkConfig(method="bacon", hidden_features=16, hidden_layers=4, bacon_schedule="spread")
+    )
+    assert spread.bandwidths() == pytest.approx([96, 192], abs=1e-3)
+    deep = default_schedule(10, multiscale=True)
+    assert deep == default_schedule(10, multiscale=True, schedule="spread")  # beyond 8 layers: spread
+    with pytest.raises(ValueError, match="schedule"):
+        default_schedule(4, multiscale=True, schedule="wide")
+
+
 def test_single_scale_and_custom_schedules():
-    scales, outputs = default_schedule(3, multiscale=False)
+    scales, outputs = default_schedule(3, multiscale=False, schedule="spread")
     assert len(scales) == 4 and outputs == (3,)
     assert sum(scales) == pytest.approx(1.0)
+    assert default_schedule(3, multiscale=False) == (SDF_INPUT_SCALES[:4], (3,))  # prefix: BACON's first filters
     net = Bacon(3, 2, hidden_features=16, hidden_layers=3, input_scales=scales, output_layers=outputs)
     assert len(net.forward_multiscale(torch.zeros(2, 3))) == 1
     assert net(torch.zeros(5, 3)).shape == (5, 2)
