@@ -43,10 +43,9 @@ for part in ${@:-grid sweep long learning64}; do
             "pe64-const1e-2:$PE64,line_search=false,filter_lr=1e-2" \
             "pe64-schedule1e-3:$PE64,line_search=false,filter_lr=1e-3,filter_schedule=true" \
             "pe64-ls-gradient:$PE64,direction=gradient" \
-            "pe64-depth1:$PE64,filter_layers=1" "pe64-depth5:$PE64,filter_layers=5" \
+            "pe64-depth1:$PE64,filter_layers=1" \
             "pe64-bias:$PE64,filter_bias=true" \
-            "pe64-init-identity:$PE64,filter_init=identity" \
-            "pe64-init-scaled0.3:$PE64,filter_init=scaled,filter_init_gain=0.3" ;;
+            "pe64-init-identity:$PE64,filter_init=identity" ;;
     sigma)  # RFF sigma 20 and 40 (256 channels) on kodim05, 5000 iterations: the GPU runs stopped at sigma 10
         bench sigma --names kodim05 --variants "filt-rff128-s20:filtered-rff,rff_frequencies=128,rff_sigma=20" \
             "plain-rff128-s40:mlp-rff,rff_frequencies=128,rff_sigma=40" \

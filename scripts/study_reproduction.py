@@ -28,7 +28,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rff_field.image_plots import history_series  # noqa: E402
+from rff_field.image_data import downsample, load_image  # noqa: E402
+from rff_field.image_plots import history_series, plot_crops  # noqa: E402
 
 SUMMARY_KEYS = (
     "method", "image", "iters", "psnr", "best_psnr", "best_iter", "ssim", "seconds_per_iter",
@@ -83,6 +84,7 @@ def load_runs(folders: list[Path]) -> dict[tuple[str, str, int], dict]:
         for path in sorted(folder.glob("**/metrics.json")):
             metrics = json.loads(path.read_text())
             label = metrics.get("label") or path.parent.name
+            metrics["_folder"] = str(path.parent)
             runs[(label, metrics["image"], int(metrics["iters"]))] = metrics
     for (label, image, iters), metrics in list(runs.items()):
         alias = ALIASES.get(label)
@@ -271,11 +273,53 @@ def plot_learning(runs: dict, image: str, iters: int, labels: list[str], path: P
     return drawn
 
 
+def plot_budget(runs: dict, iters: int, path: Path) -> bool:
+    """Training PSNR over iterations of every run at the long budget (one line per label and image)."""
+    long_runs = sorted((label, image, m) for (label, image, it), m in runs.items() if it == iters)
+    seen, curves = set(), []
+    for label, image, metrics in long_runs:
+        if id(metrics) not in seen:  # an alias points at the same run
+            seen.add(id(metrics))
+            curves.append((label, image, metrics))
+    if not curves:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, image, metrics in curves:
+        steps, psnr = history_series(metrics.get("psnr_history"))
+        ax.plot(steps, psnr, label=f"{label} ({image})", lw=0.8)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("training PSNR (dB)")
+    ax.set_title(f"The paper's budget: {iters} iterations, Kodak x4, 3x64 INR")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def plot_noise_crops(runs: dict, image_path: Path, iters: int, labels: list[str], dest: Path) -> list[str]:
+    """Crops of a flat and of a detailed region for the runs that kept their reconstruction (the paper's claim:
+    the filter removes the noise high-frequency embeddings put into flat regions)."""
+    image = image_path.stem
+    found = [(label, runs.get((label, image, iters))) for label in labels]
+    done = [(label, Path(m["_folder"]), m) for label, m in found if m]
+    done = [run for run in done if (run[1] / "reconstruction.png").exists()]
+    if len(done) < 2 or not image_path.exists():
+        return []
+    target = downsample(load_image(image_path).pixels, 4)
+    names = [f"noise_flat_{image}.png", f"noise_edges_{image}.png"]
+    plot_crops(target, done, dest / names[0], title=f"{image}: flat region", flat=True)
+    plot_crops(target, done, dest / names[1], title=f"{image}: detailed region")
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, nargs="+", required=True, help="bench output folders, merged in order")
     parser.add_argument("--dest", type=Path, default=Path("benchmarks/reproduction"), help="where to write")
     parser.add_argument("--images", nargs="+", default=["kodim01", "kodim05", "kodim13", "kodim15"])
+    parser.add_argument("--kodak", type=Path, default=Path("../shared/data/kodak"), help="Kodak folder (crops)")
     parser.add_argument("--iters", type=int, default=5000, help="iterations of the main tables")
     parser.add_argument("--long-iters", type=int, default=20000, help="iterations of the budget table")
     args = parser.parse_args()
@@ -330,6 +374,19 @@ def main() -> None:
     ]
     if plot_learning(runs, "kodim05", args.iters, learn, args.dest / "learning.png"):
         figures.append("learning.png")
+    noisy = [
+        "plain-rff128-s10",
+        "filt-rff128-s10",
+        "plain-rff128-s40",
+        "filt-rff128-s20",
+        "filt-rff128-s40",
+        "plain-pe64",
+        "filt-pe64",
+        "eqp-pe64",
+    ]
+    figures += plot_noise_crops(runs, args.kodak / "kodim05.png", args.iters, noisy, args.dest)
+    if plot_budget(runs, args.long_iters, args.dest / "budget.png"):
+        figures.append("budget.png")
     lines += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
     (args.dest / "results.json").write_text(json.dumps(report, indent=1))
     (args.dest / "results.md").write_text("\n".join(lines))
