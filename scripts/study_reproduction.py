@@ -251,51 +251,38 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
     return drawn
 
 
-def plot_learning(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drawn = False
-    for label in labels:
-        metrics = runs.get((label, image, iters))
-        if metrics is None:
-            continue
-        steps, psnr = history(metrics, "psnr_history")
-        ax.plot(steps, psnr, label=label, lw=0.8)
-        drawn = True
-    if drawn:
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("training PSNR (dB)")
-        ax.set_title(f"{image}, Kodak x4, 3x64 INR")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return drawn
-
-
-def plot_budget(runs: dict, iters: int, path: Path) -> bool:
-    """Training PSNR over iterations of every run at the long budget (one line per label and image)."""
-    long_runs = sorted((label, image, m) for (label, image, it), m in runs.items() if it == iters)
-    seen, curves = set(), []
-    for label, image, metrics in long_runs:
-        if id(metrics) not in seen:  # an alias points at the same run
-            seen.add(id(metrics))
-            curves.append((label, image, metrics))
+def plot_psnr_curves(curves: list[tuple[str, dict]], title: str, path: Path) -> bool:
+    """Training PSNR over iterations, one line per (legend name, metrics)."""
     if not curves:
         return False
     fig, ax = plt.subplots(figsize=(7, 4))
-    for label, image, metrics in curves:
+    for name, metrics in curves:
         steps, psnr = history_series(metrics.get("psnr_history"))
-        ax.plot(steps, psnr, label=f"{label} ({image})", lw=0.8)
+        ax.plot(steps, psnr, label=name, lw=0.8)
     ax.set_xlabel("iteration")
     ax.set_ylabel("training PSNR (dB)")
-    ax.set_title(f"The paper's budget: {iters} iterations, Kodak x4, 3x64 INR")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def plot_learning(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
+    curves = [(label, runs[(label, image, iters)]) for label in labels if (label, image, iters) in runs]
+    return plot_psnr_curves(curves, f"{image}, Kodak x4, 3x64 INR", path)
+
+
+def plot_budget(runs: dict, iters: int, path: Path) -> bool:
+    """Every run at the long budget (an alias pointing at the same run is drawn once)."""
+    seen, curves = set(), []
+    for (label, image, it), metrics in sorted(runs.items(), key=lambda item: item[0]):
+        if it == iters and id(metrics) not in seen:
+            seen.add(id(metrics))
+            curves.append((f"{label} ({image})", metrics))
+    return plot_psnr_curves(curves, f"The paper's budget: {iters} iterations, Kodak x4, 3x64 INR", path)
 
 
 def plot_noise_crops(runs: dict, image_path: Path, iters: int, labels: list[str], dest: Path) -> list[str]:
