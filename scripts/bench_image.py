@@ -58,7 +58,8 @@ def protocol(name: str, args: argparse.Namespace) -> BenchConfig:
     if args.no_long:
         options["long_names"] = ()
     variants = tuple(args.variants) if args.variants else tuple(PRESETS)
-    return BenchConfig(images=args.images, out=args.out, variants=variants, fit=fit, progress=False, **options)
+    return BenchConfig(images=args.images, out=args.out, variants=variants, fit=fit, progress=False,
+                       crops_image=args.crops_image, **options)  # fmt: skip
 
 
 def run_one(config: BenchConfig, index: int) -> str:
@@ -82,6 +83,7 @@ def main() -> int:
     parser.add_argument("--no-sweep", action="store_true", help="skip the robustness sweep")
     parser.add_argument("--no-long", action="store_true", help="skip the long runs")
     parser.add_argument("--no-lpips", action="store_true", help="skip LPIPS")
+    parser.add_argument("--crops-image", help="image of the crops and curves figures (default: the first)")
     parser.add_argument("--list-jobs", action="store_true", help="print the jobs and exit")
     parser.add_argument("--summarize-only", action="store_true", help="only rebuild the summaries")
     parser.add_argument(
