@@ -296,8 +296,8 @@ def plot_noise_crops(runs: dict, image_path: Path, iters: int, labels: list[str]
         return []
     target = downsample(load_image(image_path).pixels, 4)
     names = [f"noise_flat_{image}.png", f"noise_edges_{image}.png"]
-    plot_crops(target, done, dest / names[0], title=f"{image}: flat region", flat=True)
-    plot_crops(target, done, dest / names[1], title=f"{image}: detailed region")
+    plot_crops(target, done, dest / names[0], title=image, flat=True)
+    plot_crops(target, done, dest / names[1], title=image)
     return names
 
 
@@ -329,7 +329,12 @@ def main() -> None:
         shown |= {r["label"] for r in rows}
         report["tables"][key] = rows
         lines += [f"## {title}, {args.iters} iterations", "", *markdown_table(rows, args.images), ""]
-    long_labels = sorted({label for (label, _, it) in runs if it == args.long_iters})
+    long_labels, seen = [], set()
+    for label in sorted({label for (label, _, it) in runs if it == args.long_iters}):
+        ids = {id(m) for (other, _, it), m in runs.items() if other == label and it == args.long_iters}
+        if not ids <= seen:  # skip a label whose runs are all another label's (a preset and its study alias)
+            long_labels.append(label)
+            seen |= ids
     long_rows = [r for r in (row(runs, label, args.long_iters, args.images) for label in long_labels) if r]
     if long_rows:
         report["tables"]["long"] = long_rows
@@ -361,16 +366,8 @@ def main() -> None:
     ]
     if plot_learning(runs, "kodim05", args.iters, learn, args.dest / "learning.png"):
         figures.append("learning.png")
-    noisy = [
-        "plain-rff128-s10",
-        "filt-rff128-s10",
-        "plain-rff128-s40",
-        "filt-rff128-s20",
-        "filt-rff128-s40",
-        "plain-pe64",
-        "filt-pe64",
-        "eqp-pe64",
-    ]
+    noisy = ["plain-rff128-s10", "mlp-rff", "filt-rff128-s10", "filtered-rff", "plain-rff128-s40", "filt-rff128-s20",
+             "filt-rff128-s40", "plain-pe64", "filt-pe64", "eqp-pe64"]  # fmt: skip
     figures += plot_noise_crops(runs, args.kodak / "kodim05.png", args.iters, noisy, args.dest)
     if plot_budget(runs, args.long_iters, args.dest / "budget.png"):
         figures.append("budget.png")
