@@ -75,7 +75,7 @@ ALIASES = {
     "mlp-rff": "plain-rff128-s10",
     "filtered-rff": "filt-rff128-s10",
 }
-"""Bench presets that are the same run as a study label (used when the study label itself is missing)."""
+"""Bench presets that are the same run as a study label (renamed to it when the study label itself is missing)."""
 
 
 def load_runs(folders: list[Path]) -> dict[tuple[str, str, int], dict]:
@@ -86,10 +86,10 @@ def load_runs(folders: list[Path]) -> dict[tuple[str, str, int], dict]:
             label = metrics.get("label") or path.parent.name
             metrics["_folder"] = str(path.parent)
             runs[(label, metrics["image"], int(metrics["iters"]))] = metrics
-    for (label, image, iters), metrics in list(runs.items()):
+    for label, image, iters in list(runs):
         alias = ALIASES.get(label)
         if alias and (alias, image, iters) not in runs:
-            runs[(alias, image, iters)] = metrics
+            runs[(alias, image, iters)] = runs.pop((label, image, iters))  # renamed, so no run is counted twice
     return runs
 
 
@@ -100,8 +100,8 @@ def history(metrics: dict, key: str) -> tuple[list[int], list[float]]:
 
 
 def sub_history(metrics: dict, key: str) -> tuple[list[int], list[float]]:
-    steps, values = history_series((metrics.get("line_search_history") or {}).get(key))
-    return [int(s) - 1 for s in steps], values.tolist()
+    """A history of the line search's quantities (``loss``, ``d_filter``, ``lr_d_inr``)."""
+    return history(metrics.get("line_search_history") or {}, key)
 
 
 def row(runs: dict, label: str, iters: int, images: list[str]) -> dict | None:
@@ -276,12 +276,9 @@ def plot_learning(runs: dict, image: str, iters: int, labels: list[str], path: P
 
 
 def plot_budget(runs: dict, iters: int, path: Path) -> bool:
-    """Every run at the long budget (an alias pointing at the same run is drawn once)."""
-    seen, curves = set(), []
-    for (label, image, it), metrics in sorted(runs.items(), key=lambda item: item[0]):
-        if it == iters and id(metrics) not in seen:
-            seen.add(id(metrics))
-            curves.append((f"{label} ({image})", metrics))
+    """Every run at the long budget."""
+    curves = [(f"{label} ({image})", m) for (label, image, it), m in sorted(runs.items(), key=lambda kv: kv[0])
+              if it == iters]  # fmt: skip
     return plot_psnr_curves(curves, f"The paper's budget: {iters} iterations, Kodak x4, 3x64 INR", path)
 
 
@@ -329,12 +326,7 @@ def main() -> None:
         shown |= {r["label"] for r in rows}
         report["tables"][key] = rows
         lines += [f"## {title}, {args.iters} iterations", "", *markdown_table(rows, args.images), ""]
-    long_labels, seen = [], set()
-    for label in sorted({label for (label, _, it) in runs if it == args.long_iters}):
-        ids = {id(m) for (other, _, it), m in runs.items() if other == label and it == args.long_iters}
-        if not ids <= seen:  # skip a label whose runs are all another label's (a preset and its study alias)
-            long_labels.append(label)
-            seen |= ids
+    long_labels = sorted({label for (label, _, it) in runs if it == args.long_iters})
     long_rows = [r for r in (row(runs, label, args.long_iters, args.images) for label in long_labels) if r]
     if long_rows:
         report["tables"]["long"] = long_rows
