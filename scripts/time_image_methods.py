@@ -62,12 +62,13 @@ def main() -> None:
                     times[label].append(metrics["seconds_per_iter"])
             print(f"round {round_index} done", flush=True)
     first = next(iter(configs))
+    specs = {job.variant.label: job.variant.spec for job in jobs}
+    reference = statistics.median(times[first])
     rows = []
     for label, values in times.items():
         median = statistics.median(values)
-        rows.append({"label": label, "variant": next(j.variant.spec for j in jobs if j.variant.label == label),
-                     "params": params[label], "seconds_per_iter": median, "min": min(values), "max": max(values),
-                     "ratio": median / statistics.median(times[first])})  # fmt: skip
+        rows.append({"label": label, "variant": specs[label], "params": params[label], "seconds_per_iter": median,
+                     "min": min(values), "max": max(values), "ratio": median / reference})  # fmt: skip
     device = resolve_device(args.device)
     machine = f"{machine_description(device)}, {args.threads} torch thread(s), {platform.machine()}"
     args.dest.mkdir(parents=True, exist_ok=True)
