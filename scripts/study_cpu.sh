@@ -3,7 +3,9 @@
 # job at a time on one core (through /work/cpu_slot.sh when it exists). Resumable: rerun to finish.
 #
 # usage: scripts/study_cpu.sh [PART ...]
-#        PART in: grid long sweep learning64 factors64 sigma sigma2000 (default: grid sweep long learning64)
+#        PART in: grid long sweep learning64 factors64 sigma sigma2000 bound64 const64 depth64 init64 scale64 unbounded64
+#        long64-filt long64-eqp
+#        (default: grid sweep long learning64)
 #   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
 set -u
 cd "$(dirname "$0")/.."
@@ -54,6 +56,29 @@ for part in ${@:-grid sweep long learning64}; do
         bench sigma2000 --names kodim05 --iters 2000 \
             --variants "filt-rff128-s20:filtered-rff,rff_frequencies=128,rff_sigma=20" \
             "filt-rff128-s40:filtered-rff,rff_frequencies=128,rff_sigma=40" ;;
+    bound64)  # the line search's upper bound raised to 1e-2, on the four images
+        bench bound64 --variants "pe64-ls-max1e-2:$PE64,lr_max=1e-2" ;;
+    const64)  # constant filter rate 1e-2 on the other three images (kodim05 is in factors64)
+        bench const64 --names kodim01 kodim13 kodim15 --variants "pe64-const1e-2:$PE64,line_search=false,filter_lr=1e-2" ;;
+    depth64)  # filter depth 2, 4 and 5 on kodim05 (1 is in factors64)
+        bench depth64 --names kodim05 --variants "pe64-depth2:$PE64,filter_layers=2" \
+            "pe64-depth4:$PE64,filter_layers=4" "pe64-depth5:$PE64,filter_layers=5" ;;
+    init64)  # scaled default initialisation and a higher bound on kodim05
+        bench init64 --names kodim05 --variants "pe64-init-scaled0.3:$PE64,filter_init=scaled,filter_init_gain=0.3" \
+            "pe64-init-scaled3:$PE64,filter_init=scaled,filter_init_gain=3" "pe64-ls-max3e-2:$PE64,lr_max=3e-2" ;;
+    scale64)  # the log-linear PE's scale at 64 channels on kodim05, with and without the filter (32 is filt-pe64)
+        args=()
+        for s in 8 16 64 128; do
+            args+=("plain-pe64-scale$s:mlp-pe,pe=loglinear,pe_frequencies=16,pe_scale=$s" "filt-pe64-scale$s:$PE64,pe_scale=$s")
+        done
+        bench scale64 --names kodim05 --variants "${args[@]}" ;;
+    unbounded64)  # the line search with its bound out of the way (lr_max = 1): does the rule then adapt?
+        bench unbounded64 --names kodim05 --variants "pe64-ls-max1:$PE64,lr_max=1" ;;
+    long64-filt)  # the paper's 20k iterations at 64 channels, the two sides of the target on separate cores
+        bench long64-filt --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --variants "filt-pe64:$PE64" ;;
+    long64-eqp)  # width 96 is what match_params=filt-pe64 gives (25,155 parameters against 24,963)
+        bench long64-eqp --names kodim05 kodim13 kodim01 kodim15 --iters 20000 \
+            --variants "eqp-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,hidden_features=96" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
 done

@@ -51,7 +51,7 @@ TABLES = {
     "learning64": (
         "How the filter learns at 64 channels (base: filt-pe64)",
         ["filt-pe64", "pe64-const1e-4", "pe64-const1e-3", "pe64-const1e-2", "pe64-schedule1e-3", "pe64-ls-gradient",
-         "pe64-ls-max1e-2", "pe64-balance", "pe64-balance-max1e-2"],
+         "pe64-ls-max1e-2", "pe64-ls-max3e-2", "pe64-ls-max1", "pe64-balance", "pe64-balance-max1e-2"],
     ),
     "init": ("Filter initialisation (base: filt-pe256)",
              ["filt-pe256", "init-identity", "init-orthogonal", "init-scaled0.3", "init-scaled3"]),
@@ -62,6 +62,8 @@ TABLES = {
                 "pe64-init-scaled3"]),
     "depth64": ("Filter depth and bias at 64 channels (base: filt-pe64, 3 layers)",
                 ["pe64-depth1", "pe64-depth2", "filt-pe64", "pe64-depth4", "pe64-depth5", "pe64-bias"]),
+    "pe_scale64": ("Log-linear PE scale at 64 channels (scale 32 is plain-pe64 / filt-pe64)",
+                   [f"{p}-pe64-scale{s}" for s in (8, 16, 64, 128) for p in ("plain", "filt")]),
     "wire": ("WIRE's Nyquist PE with more bands", ["plain-wire5", "filt-wire5", "plain-wire7", "filt-wire7",
                                                     "plain-wire9", "filt-wire9"]),
 }  # fmt: skip
@@ -158,6 +160,41 @@ def markdown_table(rows: list[dict], images: list[str]) -> list[str]:
     return lines
 
 
+TARGET_DB = 3.0
+"""The study's target: a faithful filtered configuration beats the equal-parameter MLP by this much (best PSNR)
+on at least three of the four images."""
+
+MARGINS = [  # (filtered variant, equal-parameter MLP without filter, iterations as a key into --iters/--long-iters)
+    ("filt-pe32", "eqp-pe32", "iters"), ("filt-pe64", "eqp-pe64", "iters"),
+    ("pe64-const1e-2", "eqp-pe64", "iters"), ("pe64-ls-max1e-2", "eqp-pe64", "iters"),
+    ("filt-pe128", "eqp-pe128", "iters"), ("filt-pe256", "eqp-pe256", "iters"), ("filt-pe64", "eqp-pe64", "long_iters"),
+]  # fmt: skip
+
+
+def margin_rows(runs: dict, images: list[str], iters: dict[str, int]) -> list[dict]:
+    """Best PSNR of each filtered variant minus its equal-parameter MLP's, per image where both ran."""
+    rows = []
+    for filtered, plain, budget in MARGINS:
+        n = iters[budget]
+        per_image = {img: runs[(filtered, img, n)]["best_psnr"] - runs[(plain, img, n)]["best_psnr"]
+                     for img in images if (filtered, img, n) in runs and (plain, img, n) in runs}  # fmt: skip
+        if per_image:
+            wins = sum(d >= TARGET_DB for d in per_image.values())
+            rows.append({"filtered": filtered, "equal_params": plain, "iters": n, "per_image": per_image,
+                         "mean": statistics.fmean(per_image.values()), "images_at_target": wins})  # fmt: skip
+    return rows
+
+
+def margin_table(rows: list[dict], images: list[str]) -> list[str]:
+    lines = [f"| filtered | equal-parameter MLP | iterations | mean | {' | '.join(images)} | ≥ {TARGET_DB:g} dB |",
+             "|---|---|---:|---:|" + "---:|" * len(images) + "---:|"]  # fmt: skip
+    for r in rows:
+        cells = [f"{r['per_image'][img]:+.2f}" if img in r["per_image"] else "–" for img in images]
+        lines.append(f"| {r['filtered']} | {r['equal_params']} | {r['iters']} | {r['mean']:+.2f} | "
+                     f"{' | '.join(cells)} | {r['images_at_target']} of {len(r['per_image'])} |")  # fmt: skip
+    return lines
+
+
 def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
     widths = {32: "pe32", 64: "pe64", 128: "pe128", 256: "pe256"}
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -210,6 +247,34 @@ def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         fig.suptitle(f"3x64 INR, {iters} iterations")
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return drawn
+
+
+PE_SCALES = {8: "-scale8", 16: "-scale16", 32: "", 64: "-scale64", 128: "-scale128"}
+"""Log-linear PE scale -> suffix of the 64-channel study labels (scale 32 is the base, ``plain-pe64``)."""
+
+
+def plot_pe_scale(runs: dict, iters: int, path: Path, image: str = "kodim05") -> bool:
+    """Best PSNR against the log-linear PE's scale on one image, with and without the filter (the PE analogue of
+    the sigma sweep)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    drawn = False
+    for prefix, name, marker in (("plain", "MLP+PE", "o-"), ("filt", "MLP+PE+filter", "s-")):
+        xy = [(scale, runs[key]["best_psnr"]) for scale, suffix in PE_SCALES.items()
+              if (key := (f"{prefix}-pe64{suffix}", image, iters)) in runs]  # fmt: skip
+        if len(xy) > 1:
+            drawn = True
+            ax.plot(*zip(*xy), marker, label=f"{name}, 64 channels")
+    if drawn:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("PE scale (highest frequency)")
+        ax.set_ylabel("best PSNR (dB)")
+        ax.set_title(f"{image} (x4), 3x64 INR, {iters} iterations")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -332,13 +397,20 @@ def main() -> None:
         report["tables"]["long"] = long_rows
         lines += [f"## The paper's budget: {args.long_iters} iterations", "",
                   *markdown_table(long_rows, args.images), ""]  # fmt: skip
+    margins = margin_rows(runs, args.images, {"iters": args.iters, "long_iters": args.long_iters})
+    if margins:
+        report["margins"] = margins
+        lines += ["## The target: filter minus an MLP of equal total parameters (best PSNR, dB)", "",
+                  *margin_table(margins, args.images), ""]  # fmt: skip
     report["runs"] = [{k: m.get(k) for k in SUMMARY_KEYS} | {"label": label} for (label, _, _), m in runs.items()]
     figures = []
     plot_width(runs, args.images, args.iters, args.dest / "width.png")
     figures.append("width.png")
     if plot_sigma(runs, args.images, args.iters, args.dest / "sigma.png"):
         figures.append("sigma.png")
-    ls_labels = ["filt-pe256", "filt-pe64", "balance", "pe64-balance"]
+    if plot_pe_scale(runs, args.iters, args.dest / "pe_scale.png"):
+        figures.append("pe_scale.png")
+    ls_labels = ["filt-pe256", "filt-pe64", "pe64-ls-max3e-2", "pe64-ls-max1", "balance", "pe64-balance"]
     if plot_line_search(runs, "kodim05", args.iters, ls_labels, args.dest / "line_search.png"):
         figures.append("line_search.png")
     learn = [
@@ -347,6 +419,8 @@ def main() -> None:
         "pe64-const1e-2",
         "pe64-schedule1e-3",
         "pe64-ls-gradient",
+        "pe64-ls-max1e-2",
+        "pe64-ls-max3e-2",
         "pe64-balance",
         "eqp-pe64",
         "plain-pe64",
