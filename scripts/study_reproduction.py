@@ -270,15 +270,21 @@ def plot_pe_scale(runs: dict, iters: int, path: Path, image: str = "kodim05") ->
             ax.plot(*zip(*xy), marker, label=f"{name}, 64 channels")
     if drawn:
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("PE scale (highest frequency)")
-        ax.set_ylabel("best PSNR (dB)")
-        ax.set_title(f"{image} (x4), 3x64 INR, {iters} iterations")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
+        title = f"{image} (x4), 3x64 INR, {iters} iterations"
+        save_axes(fig, ax, "PE scale (highest frequency)", "best PSNR (dB)", title, path)
     plt.close(fig)
     return drawn
+
+
+def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None:
+    """Label a one-panel figure, add its grid and legend, and write it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
@@ -324,13 +330,7 @@ def plot_psnr_curves(curves: list[tuple[str, dict]], title: str, path: Path) -> 
     for name, metrics in curves:
         steps, psnr = history_series(metrics.get("psnr_history"))
         ax.plot(steps, psnr, label=name, lw=0.8)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("training PSNR (dB)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_axes(fig, ax, "iteration", "training PSNR (dB)", title, path)
     plt.close(fig)
     return True
 
