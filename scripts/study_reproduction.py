@@ -36,6 +36,17 @@ SUMMARY_KEYS = (
     "num_params", "num_filter_params", "params_per_value", "embedding_dim", "machine", "variant",
 )  # fmt: skip
 
+PE_SCALES = (8, 16, 32, 64, 128)
+"""Log-linear PE scales of the 64-channel sweep."""
+PE_BASE_SCALE = 32
+"""The study's base scale: its runs are ``plain-pe64`` / ``filt-pe64``, without a ``-scale`` suffix."""
+
+
+def pe64_label(prefix: str, scale: float) -> str:
+    """Study label of a 64-channel log-linear PE run (``plain`` or ``filt``) at a PE scale."""
+    return f"{prefix}-pe64" + ("" if scale == PE_BASE_SCALE else f"-scale{scale}")
+
+
 TABLES = {
     "width": (
         "Embedding width (log-linear PE, scale 32, 3x64 INR)",
@@ -63,7 +74,7 @@ TABLES = {
     "depth64": ("Filter depth and bias at 64 channels (base: filt-pe64, 3 layers)",
                 ["pe64-depth1", "pe64-depth2", "filt-pe64", "pe64-depth4", "pe64-depth5", "pe64-bias"]),
     "pe_scale64": ("Log-linear PE scale at 64 channels (scale 32 is plain-pe64 / filt-pe64)",
-                   [f"{p}-pe64-scale{s}" for s in (8, 16, 64, 128) for p in ("plain", "filt")]),
+                   [pe64_label(p, s) for s in PE_SCALES if s != PE_BASE_SCALE for p in ("plain", "filt")]),
     "wire": ("WIRE's Nyquist PE with more bands", ["plain-wire5", "filt-wire5", "plain-wire7", "filt-wire7",
                                                     "plain-wire9", "filt-wire9"]),
 }  # fmt: skip
@@ -253,18 +264,14 @@ def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str
     return drawn
 
 
-PE_SCALES = {8: "-scale8", 16: "-scale16", 32: "", 64: "-scale64", 128: "-scale128"}
-"""Log-linear PE scale -> suffix of the 64-channel study labels (scale 32 is the base, ``plain-pe64``)."""
-
-
 def plot_pe_scale(runs: dict, iters: int, path: Path, image: str = "kodim05") -> bool:
     """Best PSNR against the log-linear PE's scale on one image, with and without the filter (the PE analogue of
     the sigma sweep)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     drawn = False
     for prefix, name, marker in (("plain", "MLP+PE", "o-"), ("filt", "MLP+PE+filter", "s-")):
-        xy = [(scale, runs[key]["best_psnr"]) for scale, suffix in PE_SCALES.items()
-              if (key := (f"{prefix}-pe64{suffix}", image, iters)) in runs]  # fmt: skip
+        xy = [(scale, runs[key]["best_psnr"]) for scale in PE_SCALES
+              if (key := (pe64_label(prefix, scale), image, iters)) in runs]  # fmt: skip
         if len(xy) > 1:
             drawn = True
             ax.plot(*zip(*xy), marker, label=f"{name}, 64 channels")
