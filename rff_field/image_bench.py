@@ -11,7 +11,8 @@ Every (image, variant, iterations) is a job that writes its own folder with ``me
 
 A *variant* is ``[LABEL:]METHOD[,key=value...]``: a method plus overrides of any ``FitConfig`` or
 ``NetworkConfig`` field (``filtered-pe,line_search=false``, ``sig5:mlp-rff,rff_sigma=5``), and the special key
-``match_params=LABEL`` that widens the hidden layers until the network has as many parameters as that variant.
+``match_params=LABEL`` that widens the hidden layers until the network has as many parameters as that variant
+(``match_by=depth``: adds hidden layers instead).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 import re
 import shutil
 import typing
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -114,12 +115,14 @@ def _convert(text: str, hint: object, name: str) -> object:
 
 
 def apply_overrides(base: FitConfig, overrides: dict[str, str]) -> FitConfig:
-    """A copy of ``base`` with ``key=value`` overrides of FitConfig or NetworkConfig fields (not ``match_params``)."""
+    """A copy of ``base`` with ``key=value`` overrides of FitConfig or NetworkConfig fields (not ``match_*``)."""
     config = copy.deepcopy(base)
     net_hints = typing.get_type_hints(NetworkConfig)
     fit_hints = typing.get_type_hints(FitConfig)
     for key, text in overrides.items():
-        if key == "match_params":
+        if key == "match_by" and text not in MATCH_FIELDS:
+            raise ImageError(f"match_by={text}: choose one of {', '.join(MATCH_FIELDS)}")
+        if key in ("match_params", "match_by"):
             continue
         if key in net_hints:
             setattr(config.network, key, _convert(text, net_hints[key], key))
@@ -135,25 +138,27 @@ def parameter_count(config: NetworkConfig, channels: int, sidelength: int) -> in
     return count_parameters(build_network(config, 2, channels, sidelength=sidelength))
 
 
-def match_width(config: NetworkConfig, target: int, channels: int, sidelength: int) -> int:
-    """The hidden width whose network's parameter count is closest to ``target`` (bisection)."""
+MATCH_FIELDS = {"width": "hidden_features", "depth": "hidden_layers"}
+"""What ``match_by`` raises to reach the matched parameter count: the hidden width or the number of hidden layers."""
 
-    def count(width: int) -> int:
-        return parameter_count(_with_width(config, width), channels, sidelength)
 
-    low, high = 1, max(2, config.hidden_features)
+def match_size(config: NetworkConfig, target: int, channels: int, sidelength: int, by: str = "width") -> int:
+    """The hidden width (``by="width"``) or hidden-layer count (``"depth"``) whose network's parameter count is
+    closest to ``target`` (bisection; the other dimensions stay as in ``config``)."""
+    if by not in MATCH_FIELDS:
+        raise ImageError(f"match_by={by}: choose one of {', '.join(MATCH_FIELDS)}")
+    name = MATCH_FIELDS[by]
+
+    def count(size: int) -> int:
+        return parameter_count(replace(config, **{name: size}), channels, sidelength)
+
+    low, high = (1 if by == "width" else 0), max(2, getattr(config, name))
     while count(high) < target:
         high *= 2
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (mid, high) if count(mid) < target else (low, mid)
-    return min((low, high), key=lambda w: abs(count(w) - target))
-
-
-def _with_width(config: NetworkConfig, width: int) -> NetworkConfig:
-    out = copy.deepcopy(config)
-    out.hidden_features = width
-    return out
+    return min((low, high), key=lambda size: abs(count(size) - target))
 
 
 @dataclass
@@ -189,6 +194,9 @@ class BenchConfig:
     """Iterations of the long runs (the paper's 20k)."""
     long_variants: tuple[str, ...] = ()
     """Variants of the long runs (empty: those of the main grid)."""
+    reference_variants: tuple[str, ...] = ()
+    """Variants that ``match_params`` may name without running them (e.g. the filtered network whose parameter
+    count a separate invocation's plain MLP matches)."""
     crops_image: Optional[str] = None
     """Image shown in the crops figure (default: the first image)."""
     shard: str = "0/1"
@@ -280,12 +288,18 @@ def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) ->
     fit.iters = job.iters
     target_label = job.variant.overrides.get("match_params")
     if target_label:
-        known = {v.label: v for v in (parse_variant(s) for s in (*config.variants, *PRESETS))}
+        specs = (*config.variants, *config.long_variants, *config.reference_variants, *PRESETS)
+        known = {v.label: v for v in map(parse_variant, specs)}
         if target_label not in known:
-            raise ImageError(f"match_params={target_label}: no variant with that label")
+            raise ImageError(
+                f"match_params={target_label}: no variant with that label; name one of --variants, or add it "
+                "to --reference-variants"
+            )
         target = apply_overrides(config.fit, known[target_label].overrides).network
         target_params = parameter_count(target, channels, sidelength)
-        fit.network.hidden_features = match_width(fit.network, target_params, channels, sidelength)
+        by = job.variant.overrides.get("match_by", "width")
+        setattr(fit.network, MATCH_FIELDS[by],
+                match_size(fit.network, target_params, channels, sidelength, by))  # fmt: skip
     return fit
 
 

@@ -59,7 +59,8 @@ def protocol(name: str, args: argparse.Namespace) -> BenchConfig:
         options["long_names"] = ()
     variants = tuple(args.variants) if args.variants else tuple(PRESETS)
     return BenchConfig(images=args.images, out=args.out, variants=variants, fit=fit, progress=False,
-                       crops_image=args.crops_image, **options)  # fmt: skip
+                       crops_image=args.crops_image, reference_variants=tuple(args.reference_variants),
+                       **options)  # fmt: skip
 
 
 def run_one(config: BenchConfig, index: int) -> str:
@@ -77,6 +78,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench-image-gpu", help="output folder")
     parser.add_argument("--names", nargs="*", help="image stems (default: the protocol's)")
     parser.add_argument("--variants", nargs="*", help="variants (default: every preset, SAPE included)")
+    parser.add_argument("--reference-variants", nargs="*", default=[],
+                        help="variants that match_params may name without running them")  # fmt: skip
     parser.add_argument("--iters", type=int, help="iterations of the main grid (default: the protocol's)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="training device")
     parser.add_argument("--workers", type=int, default=1, help="jobs run side by side (processes)")

@@ -4,7 +4,7 @@
 #
 # usage: scripts/study_cpu.sh [PART ...]
 #        PART in: grid long sweep learning64 factors64 sigma sigma2000 bound64 const64 depth64 init64 scale64 unbounded64
-#        long64-filt long64-eqp
+#        long64-filt long64-eqp deep64 long64-deep
 #        (default: grid sweep long learning64)
 #   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
 set -u
@@ -76,9 +76,15 @@ for part in ${@:-grid sweep long learning64}; do
         bench unbounded64 --names kodim05 --variants "pe64-ls-max1:$PE64,lr_max=1" ;;
     long64-filt)  # the paper's 20k iterations at 64 channels, the two sides of the target on separate cores
         bench long64-filt --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --variants "filt-pe64:$PE64" ;;
-    long64-eqp)  # width 96 is what match_params=filt-pe64 gives (25,155 parameters against 24,963)
-        bench long64-eqp --names kodim05 kodim13 kodim01 kodim15 --iters 20000 \
-            --variants "eqp-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,hidden_features=96" ;;
+    long64-eqp)  # the plain MLP widened to the filtered network's parameters (width 96: 25,155 against 24,963)
+        bench long64-eqp --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --reference-variants "filt-pe64:$PE64" \
+            --variants "eqp-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64" ;;
+    deep64)  # the plain MLP deepened instead to the filtered network's parameters (5 hidden layers: 25,155)
+        bench deep64 --reference-variants "filt-pe64:$PE64" \
+            --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;
+    long64-deep)  # the same at 20k iterations
+        bench long64-deep --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --reference-variants "filt-pe64:$PE64" \
+            --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
 done

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import imageio.v3 as iio
 import numpy as np
@@ -16,7 +17,7 @@ from rff_field.image_bench import (
     apply_overrides,
     build_jobs,
     job_config,
-    match_width,
+    match_size,
     merge_runs,
     parameter_count,
     parse_variant,
@@ -69,14 +70,20 @@ def test_overrides_are_typed_and_checked():
         apply_overrides(base, {"method": "mlp-pe", "iters": "many"})
 
 
-def test_match_width_equalises_parameters():
+def test_match_size_equalises_parameters_by_width_or_depth():
     filtered = NetworkConfig(method="filtered-rff", hidden_features=64)
     target = parameter_count(filtered, 3, 192)
     plain = NetworkConfig(method="mlp-rff", hidden_features=64)
-    width = match_width(plain, target, 3, 192)
-    plain.hidden_features = width
+    width = match_size(plain, target, 3, 192)
     assert width > 64
-    assert abs(parameter_count(plain, 3, 192) - target) / target < 0.01
+    assert abs(parameter_count(replace(plain, hidden_features=width), 3, 192) - target) / target < 0.01
+    # 64 -> 64 filter (3 layers, 12,288 weights) against hidden layers of 64x64+64: three more layers
+    pe = NetworkConfig(method="mlp-pe", pe="loglinear", pe_frequencies=16, hidden_features=64)
+    target = parameter_count(replace(pe, method="filtered-pe"), 3, 192)
+    depth = match_size(pe, target, 3, 192, by="depth")
+    assert depth == pe.hidden_layers + 3
+    with pytest.raises(ImageError, match="match_by=height"):
+        match_size(pe, target, 3, 192, by="height")
 
 
 @pytest.fixture
@@ -118,6 +125,25 @@ def test_job_grid(image_folder, tmp_path):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", names=("three",)))
     with pytest.raises(ImageError, match="unknown option"):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,bogus=1",)))
+    with pytest.raises(ImageError, match="match_by=height"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,match_params=mlp-pe,match_by=height",)))
+
+
+def test_match_params_names_a_reference_variant_that_does_not_run(image_folder, tmp_path):
+    deep = "deep:mlp-pe,pe=loglinear,match_params=ref,match_by=depth"
+    bench = tiny_bench(image_folder, tmp_path / "out", variants=(deep,), sweep_names=(), long_names=(),
+                       reference_variants=("ref:filtered-pe,pe=loglinear",))  # fmt: skip
+    (job,) = [job for job in build_jobs(bench) if job.image == "one"]
+    config = job_config(bench, job, 3, 20)
+    reference = apply_overrides(bench.fit, parse_variant(bench.reference_variants[0]).overrides).network
+    assert config.network.hidden_features == bench.fit.network.hidden_features
+    assert config.network.hidden_layers > bench.fit.network.hidden_layers
+    target = parameter_count(reference, 3, 20)
+    gaps = [abs(parameter_count(replace(config.network, hidden_layers=config.network.hidden_layers + step), 3, 20)
+                - target) for step in (-1, 0, 1)]  # fmt: skip
+    assert gaps[1] == min(gaps)
+    with pytest.raises(ImageError, match="reference-variants"):
+        job_config(replace(bench, reference_variants=()), job, 3, 20)
 
 
 def test_bench_runs_resumes_and_summarises(image_folder, tmp_path, capsys):
