@@ -4,7 +4,7 @@
 #
 # usage: scripts/study_cpu.sh [PART ...]
 #        PART in: grid long sweep learning64 factors64 sigma sigma2000 bound64 const64 depth64 init64 scale64 unbounded64
-#        long64-filt long64-eqp deep64 long64-deep
+#        long64-filt long64-eqp deep64 long64-deep width80 pe128-k15
 #        (default: grid sweep long learning64)
 #   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
 set -u
@@ -13,7 +13,8 @@ OUT=${OUT:-outputs/study-cpu}
 IMAGES=${IMAGES:-../shared/data/kodak}
 SLOT=$([ -x /work/cpu_slot.sh ] && echo /work/cpu_slot.sh || echo)
 PY=.venv/bin/python
-PE64="filtered-pe,pe=loglinear,pe_frequencies=16"
+PE="filtered-pe,pe=loglinear"  # the paper's log-linear PE, scale 32; pe_frequencies per axis sets the width
+PE64="$PE,pe_frequencies=16"
 bench() {  # bench PART ARGS...
     local part=$1; shift
     $SLOT "$PY" scripts/bench_image.py --protocol cpu --device cpu --workers 1 --no-sweep --no-long --no-lpips \
@@ -82,6 +83,11 @@ for part in ${@:-grid sweep long learning64}; do
     deep64)  # the plain MLP deepened instead to the filtered network's parameters (5 hidden layers: 25,155)
         bench deep64 --reference-variants "filt-pe64:$PE64" \
             --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;
+    width80)  # 80 channels (20 frequencies per axis), between the 64 and 128 of the width table, with its equal-parameter MLP
+        bench width80 --variants "filt-pe80:$PE,pe_frequencies=20" \
+            "eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80" ;;
+    pe128-k15)  # the 128-channel filtered run that the GPU budget left out on kodim15
+        bench pe128-k15 --names kodim15 --variants "filt-pe128:$PE,pe_frequencies=32" ;;
     long64-deep)  # the same at 20k iterations
         bench long64-deep --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --reference-variants "filt-pe64:$PE64" \
             --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;

@@ -51,7 +51,8 @@ TABLES = {
     "width": (
         "Embedding width (log-linear PE, scale 32, 3x64 INR)",
         ["plain-wire5", "filt-wire5", "plain-pe32", "filt-pe32", "eqp-pe32", "plain-pe64", "filt-pe64", "eqp-pe64",
-         "plain-pe128", "filt-pe128", "eqp-pe128", "plain-pe256", "filt-pe256", "eqp-pe256"],
+         "eqp-deep-pe64", "filt-pe80", "eqp-pe80", "plain-pe128", "filt-pe128", "eqp-pe128", "plain-pe256",
+         "filt-pe256", "eqp-pe256"],
     ),
     "rff": ("RFF (128 frequencies = 256 channels; 256 = 512 channels)", None),
     "learning": (
@@ -176,9 +177,10 @@ TARGET_DB = 3.0
 on at least three of the four images."""
 
 MARGINS = [  # (filtered variant, equal-parameter MLP without filter, iterations as a key into --iters/--long-iters)
-    ("filt-pe32", "eqp-pe32", "iters"), ("filt-pe64", "eqp-pe64", "iters"),
+    ("filt-pe32", "eqp-pe32", "iters"), ("filt-pe64", "eqp-pe64", "iters"), ("filt-pe64", "eqp-deep-pe64", "iters"),
     ("pe64-const1e-2", "eqp-pe64", "iters"), ("pe64-ls-max1e-2", "eqp-pe64", "iters"),
-    ("filt-pe128", "eqp-pe128", "iters"), ("filt-pe256", "eqp-pe256", "iters"), ("filt-pe64", "eqp-pe64", "long_iters"),
+    ("filt-pe80", "eqp-pe80", "iters"), ("filt-pe128", "eqp-pe128", "iters"), ("filt-pe256", "eqp-pe256", "iters"),
+    ("filt-pe64", "eqp-pe64", "long_iters"), ("filt-pe64", "eqp-deep-pe64", "long_iters"),
 ]  # fmt: skip
 
 
@@ -207,7 +209,7 @@ def margin_table(rows: list[dict], images: list[str]) -> list[str]:
 
 
 def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
-    widths = {32: "pe32", 64: "pe64", 128: "pe128", 256: "pe256"}
+    widths = {32: "pe32", 64: "pe64", 80: "pe80", 128: "pe128", 256: "pe256"}
     fig, ax = plt.subplots(figsize=(6, 4))
     for prefix, name, style in (("plain", "MLP (no filter)", "o-"), ("filt", "MLP + filter (paper)", "s-"),
                                 ("eqp", "MLP, equal total parameters", "^--")):  # fmt: skip
@@ -220,13 +222,9 @@ def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
         if xs:
             ax.plot(xs, ys, style, label=name)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("embedding channels D (log-linear PE, scale 32)")
-    ax.set_ylabel(f"best PSNR (dB), mean of {len(images)} Kodak x4 images")
-    ax.set_title(f"3x64 INR, {iters} iterations")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_axes(fig, ax, "embedding channels D (log-linear PE, scale 32)",
+              f"best PSNR (dB), mean of {len(images)} Kodak x4 images", f"3x64 INR, {iters} iterations", path,
+              legend_size=None)  # fmt: skip
     plt.close(fig)
 
 
@@ -283,13 +281,13 @@ def plot_pe_scale(runs: dict, iters: int, path: Path, image: str = "kodim05") ->
     return drawn
 
 
-def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None:
-    """Label a one-panel figure, add its grid and legend, and write it."""
+def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, legend_size: float | None = 7) -> None:
+    """Label a one-panel figure, add its grid and legend (``legend_size`` None: matplotlib's size), and write it."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
