@@ -88,8 +88,9 @@ for part in ${@:-grid sweep long learning64}; do
             "eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80" ;;
     pe128-k15)  # the 128-channel filtered run that the GPU budget left out on kodim15
         bench pe128-k15 --names kodim15 --variants "filt-pe128:$PE,pe_frequencies=32" ;;
-    long64-deep)  # the same at 20k iterations
-        bench long64-deep --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --reference-variants "filt-pe64:$PE64" \
+    long64-deep)  # the same at 20k iterations (NAMES="kodim05 kodim13" picks images, e.g. to split across cores)
+        # shellcheck disable=SC2086
+        bench long64-deep --names ${NAMES:-kodim05 kodim13 kodim01 kodim15} --iters 20000 --reference-variants "filt-pe64:$PE64" \
             --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
