@@ -84,7 +84,8 @@ for part in ${@:-grid sweep long learning64}; do
         bench deep64 --reference-variants "filt-pe64:$PE64" \
             --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;
     width80)  # 80 channels (20 frequencies per axis), between the 64 and 128 of the width table, with its equal-parameter MLP
-        bench width80 --variants "filt-pe80:$PE,pe_frequencies=20" \
+        # shellcheck disable=SC2086
+        bench width80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} --variants "filt-pe80:$PE,pe_frequencies=20" \
             "eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80" ;;
     pe128-k15)  # the 128-channel filtered run that the GPU budget left out on kodim15
         bench pe128-k15 --names kodim15 --variants "filt-pe128:$PE,pe_frequencies=32" ;;
