@@ -70,7 +70,7 @@ def main() -> None:
         rows.append({"label": label, "variant": specs[label], "params": params[label], "seconds_per_iter": median,
                      "min": min(values), "max": max(values), "ratio": median / reference})  # fmt: skip
     device = resolve_device(args.device)
-    machine = f"{machine_description(device)}, {args.threads} torch thread(s), {platform.machine()}"
+    machine = f"{machine_description(device)}, {platform.machine()}"  # the description names the threads
     args.dest.mkdir(parents=True, exist_ok=True)
     out = {"image": args.image.stem, "downsample": args.downsample, "height": height, "width": width,
            "block": args.block, "rounds": args.rounds, "machine": machine, "rows": rows}  # fmt: skip
