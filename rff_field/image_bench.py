@@ -120,8 +120,8 @@ def apply_overrides(base: FitConfig, overrides: dict[str, str]) -> FitConfig:
     net_hints = typing.get_type_hints(NetworkConfig)
     fit_hints = typing.get_type_hints(FitConfig)
     for key, text in overrides.items():
-        if key == "match_by" and text not in MATCH_FIELDS:
-            raise ImageError(f"match_by={text}: choose one of {', '.join(MATCH_FIELDS)}")
+        if key == "match_by":
+            match_field(text)  # fails now, before any training, on an unknown value
         if key in ("match_params", "match_by"):
             continue
         if key in net_hints:
@@ -142,12 +142,17 @@ MATCH_FIELDS = {"width": "hidden_features", "depth": "hidden_layers"}
 """What ``match_by`` raises to reach the matched parameter count: the hidden width or the number of hidden layers."""
 
 
+def match_field(by: str) -> str:
+    """The NetworkConfig field that ``match_by=by`` raises."""
+    if by not in MATCH_FIELDS:
+        raise ImageError(f"match_by={by}: choose one of {', '.join(MATCH_FIELDS)}")
+    return MATCH_FIELDS[by]
+
+
 def match_size(config: NetworkConfig, target: int, channels: int, sidelength: int, by: str = "width") -> int:
     """The hidden width (``by="width"``) or hidden-layer count (``"depth"``) whose network's parameter count is
     closest to ``target`` (bisection; the other dimensions stay as in ``config``)."""
-    if by not in MATCH_FIELDS:
-        raise ImageError(f"match_by={by}: choose one of {', '.join(MATCH_FIELDS)}")
-    name = MATCH_FIELDS[by]
+    name = match_field(by)
 
     def count(size: int) -> int:
         return parameter_count(replace(config, **{name: size}), channels, sidelength)
@@ -298,7 +303,7 @@ def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) ->
         target = apply_overrides(config.fit, known[target_label].overrides).network
         target_params = parameter_count(target, channels, sidelength)
         by = job.variant.overrides.get("match_by", "width")
-        setattr(fit.network, MATCH_FIELDS[by],
+        setattr(fit.network, match_field(by),
                 match_size(fit.network, target_params, channels, sidelength, by))  # fmt: skip
     return fit
 

@@ -15,6 +15,9 @@ SLOT=$([ -x /work/cpu_slot.sh ] && echo /work/cpu_slot.sh || echo)
 PY=.venv/bin/python
 PE="filtered-pe,pe=loglinear"  # the paper's log-linear PE, scale 32; pe_frequencies per axis sets the width
 PE64="$PE,pe_frequencies=16"
+PLAIN64="mlp-pe,pe=loglinear,pe_frequencies=16"
+REF64=(--reference-variants "filt-pe64:$PE64")  # what the equal-parameter MLPs match
+DEEP64="eqp-deep-pe64:$PLAIN64,match_params=filt-pe64,match_by=depth"
 bench() {  # bench PART ARGS...
     local part=$1; shift
     $SLOT "$PY" scripts/bench_image.py --protocol cpu --device cpu --workers 1 --no-sweep --no-long --no-lpips \
@@ -78,12 +81,11 @@ for part in ${@:-grid sweep long learning64}; do
     long64-filt)  # the paper's 20k iterations at 64 channels, the two sides of the target on separate cores
         bench long64-filt --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --variants "filt-pe64:$PE64" ;;
     long64-eqp)  # the plain MLP widened to the filtered network's parameters (width 96: 25,155 against 24,963)
-        bench long64-eqp --names kodim05 kodim13 kodim01 kodim15 --iters 20000 --reference-variants "filt-pe64:$PE64" \
-            --variants "eqp-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64" ;;
+        bench long64-eqp --names kodim05 kodim13 kodim01 kodim15 --iters 20000 "${REF64[@]}" \
+            --variants "eqp-pe64:$PLAIN64,match_params=filt-pe64" ;;
     deep64)  # the plain MLP deepened instead to the filtered network's parameters (5 hidden layers: 25,155)
-        bench deep64 --reference-variants "filt-pe64:$PE64" \
-            --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;
-    width80)  # 80 channels (20 frequencies per axis), between the 64 and 128 of the width table, with its equal-parameter MLP
+        bench deep64 "${REF64[@]}" --variants "$DEEP64" ;;
+    width80)  # 80 channels (20 frequencies per axis), between 64 and 128, with its equal-parameter MLP
         # shellcheck disable=SC2086
         bench width80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} --variants "filt-pe80:$PE,pe_frequencies=20" \
             "eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80" ;;
@@ -91,8 +93,8 @@ for part in ${@:-grid sweep long learning64}; do
         bench pe128-k15 --names kodim15 --variants "filt-pe128:$PE,pe_frequencies=32" ;;
     long64-deep)  # the same at 20k iterations (NAMES="kodim05 kodim13" picks images, e.g. to split across cores)
         # shellcheck disable=SC2086
-        bench long64-deep --names ${NAMES:-kodim05 kodim13 kodim01 kodim15} --iters 20000 --reference-variants "filt-pe64:$PE64" \
-            --variants "eqp-deep-pe64:mlp-pe,pe=loglinear,pe_frequencies=16,match_params=filt-pe64,match_by=depth" ;;
+        bench long64-deep --names ${NAMES:-kodim05 kodim13 kodim01 kodim15} --iters 20000 "${REF64[@]}" \
+            --variants "$DEEP64" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
 done
