@@ -4,7 +4,7 @@
 #
 # usage: scripts/study_cpu.sh [PART ...]
 #        PART in: grid long sweep learning64 factors64 sigma sigma2000 bound64 const64 depth64 init64 scale64 unbounded64
-#        long64-filt long64-eqp deep64 long64-deep width80 pe128-k15
+#        long64-filt long64-eqp deep64 long64-deep width80 pe128-k15 long80-filt long80-eqp
 #        (default: grid sweep long learning64)
 #   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
 set -u
@@ -18,6 +18,8 @@ PE64="$PE,pe_frequencies=16"
 PLAIN64="mlp-pe,pe=loglinear,pe_frequencies=16"
 REF64=(--reference-variants "filt-pe64:$PE64")  # what the equal-parameter MLPs match
 DEEP64="eqp-deep-pe64:$PLAIN64,match_params=filt-pe64,match_by=depth"
+FILT80="filt-pe80:$PE,pe_frequencies=20"
+EQP80="eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80"
 bench() {  # bench PART ARGS...
     local part=$1; shift
     $SLOT "$PY" scripts/bench_image.py --protocol cpu --device cpu --workers 1 --no-sweep --no-long --no-lpips \
@@ -87,14 +89,21 @@ for part in ${@:-grid sweep long learning64}; do
         bench deep64 "${REF64[@]}" --variants "$DEEP64" ;;
     width80)  # 80 channels (20 frequencies per axis), between 64 and 128, with its equal-parameter MLP
         # shellcheck disable=SC2086
-        bench width80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} --variants "filt-pe80:$PE,pe_frequencies=20" \
-            "eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80" ;;
+        bench width80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} --variants "$FILT80" "$EQP80" \
+            "plain-pe80:mlp-pe,pe=loglinear,pe_frequencies=20" ;;
     pe128-k15)  # the 128-channel filtered run that the GPU budget left out on kodim15
         bench pe128-k15 --names kodim15 --variants "filt-pe128:$PE,pe_frequencies=32" ;;
     long64-deep)  # the same at 20k iterations (NAMES="kodim05 kodim13" picks images, e.g. to split across cores)
         # shellcheck disable=SC2086
         bench long64-deep --names ${NAMES:-kodim05 kodim13 kodim01 kodim15} --iters 20000 "${REF64[@]}" \
             --variants "$DEEP64" ;;
+    long80-filt)  # 80 channels at 20k iterations, the two sides of the target on separate cores
+        # shellcheck disable=SC2086
+        bench long80-filt --names ${NAMES:-kodim13 kodim01 kodim15 kodim05} --iters 20000 --variants "$FILT80" ;;
+    long80-eqp)
+        # shellcheck disable=SC2086
+        bench long80-eqp --names ${NAMES:-kodim13 kodim01 kodim15 kodim05} --iters 20000 \
+            --reference-variants "$FILT80" --variants "$EQP80" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
 done
