@@ -51,8 +51,8 @@ TABLES = {
     "width": (
         "Embedding width (log-linear PE, scale 32, 3x64 INR)",
         ["plain-wire5", "filt-wire5", "plain-pe32", "filt-pe32", "eqp-pe32", "plain-pe64", "filt-pe64", "eqp-pe64",
-         "eqp-deep-pe64", "filt-pe80", "eqp-pe80", "plain-pe128", "filt-pe128", "eqp-pe128", "plain-pe256",
-         "filt-pe256", "eqp-pe256"],
+         "eqp-deep-pe64", "plain-pe80", "filt-pe80", "eqp-pe80", "plain-pe128", "filt-pe128", "eqp-pe128",
+         "plain-pe256", "filt-pe256", "eqp-pe256"],
     ),
     "rff": ("RFF (128 frequencies = 256 channels; 256 = 512 channels)", None),
     "learning": (
