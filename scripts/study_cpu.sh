@@ -5,6 +5,7 @@
 # usage: scripts/study_cpu.sh [PART ...]
 #        PART in: grid long sweep learning64 factors64 sigma sigma2000 bound64 const64 depth64 init64 scale64 unbounded64
 #        long64-filt long64-eqp deep64 long64-deep width80 pe128-k15 long80-filt long80-eqp
+#        deep80
 #        (default: grid sweep long learning64)
 #   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
 set -u
@@ -20,6 +21,7 @@ REF64=(--reference-variants "filt-pe64:$PE64")  # what the equal-parameter MLPs 
 DEEP64="eqp-deep-pe64:$PLAIN64,match_params=filt-pe64,match_by=depth"
 FILT80="filt-pe80:$PE,pe_frequencies=20"
 EQP80="eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80"
+DEEP80="eqp-deep-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80,match_by=depth"
 bench() {  # bench PART ARGS...
     local part=$1; shift
     $SLOT "$PY" scripts/bench_image.py --protocol cpu --device cpu --workers 1 --no-sweep --no-long --no-lpips \
@@ -97,6 +99,10 @@ for part in ${@:-grid sweep long learning64}; do
         # shellcheck disable=SC2086
         bench long64-deep --names ${NAMES:-kodim05 kodim13 kodim01 kodim15} --iters 20000 "${REF64[@]}" \
             --variants "$DEEP64" ;;
+    deep80)  # the 80-channel filter's equal-parameter MLP made deeper instead (NAMES= picks images)
+        # shellcheck disable=SC2086
+        bench deep80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} --reference-variants "$FILT80" \
+            --variants "$DEEP80" ;;
     long80-filt)  # 80 channels at 20k iterations, the two sides of the target on separate cores
         # shellcheck disable=SC2086
         bench long80-filt --names ${NAMES:-kodim13 kodim01 kodim15 kodim05} --iters 20000 --variants "$FILT80" ;;

@@ -51,7 +51,8 @@ TABLES = {
     "width": (
         "Embedding width (log-linear PE, scale 32, 3x64 INR)",
         ["plain-wire5", "filt-wire5", "plain-pe32", "filt-pe32", "eqp-pe32", "plain-pe64", "filt-pe64", "eqp-pe64",
-         "eqp-deep-pe64", "plain-pe80", "filt-pe80", "eqp-pe80", "plain-pe128", "filt-pe128", "eqp-pe128",
+         "eqp-deep-pe64", "plain-pe80", "filt-pe80", "eqp-pe80", "eqp-deep-pe80",
+         "plain-pe128", "filt-pe128", "eqp-pe128",
          "plain-pe256", "filt-pe256", "eqp-pe256"],
     ),
     "rff": ("RFF (128 frequencies = 256 channels; 256 = 512 channels)", None),
@@ -179,7 +180,8 @@ on at least three of the four images."""
 MARGINS = [  # (filtered variant, equal-parameter MLP without filter, iterations as a key into --iters/--long-iters)
     ("filt-pe32", "eqp-pe32", "iters"), ("filt-pe64", "eqp-pe64", "iters"), ("filt-pe64", "eqp-deep-pe64", "iters"),
     ("pe64-const1e-2", "eqp-pe64", "iters"), ("pe64-ls-max1e-2", "eqp-pe64", "iters"),
-    ("filt-pe80", "eqp-pe80", "iters"), ("filt-pe128", "eqp-pe128", "iters"), ("filt-pe256", "eqp-pe256", "iters"),
+    ("filt-pe80", "eqp-pe80", "iters"), ("filt-pe80", "eqp-deep-pe80", "iters"), ("filt-pe128", "eqp-pe128", "iters"),
+    ("filt-pe256", "eqp-pe256", "iters"),
     ("filt-pe64", "eqp-pe64", "long_iters"), ("filt-pe64", "eqp-deep-pe64", "long_iters"),
     ("filt-pe80", "eqp-pe80", "long_iters"),
 ]  # fmt: skip
