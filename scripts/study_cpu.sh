@@ -19,9 +19,11 @@ PE64="$PE,pe_frequencies=16"
 PLAIN64="mlp-pe,pe=loglinear,pe_frequencies=16"
 REF64=(--reference-variants "filt-pe64:$PE64")  # what the equal-parameter MLPs match
 DEEP64="eqp-deep-pe64:$PLAIN64,match_params=filt-pe64,match_by=depth"
+PLAIN80="mlp-pe,pe=loglinear,pe_frequencies=20"
 FILT80="filt-pe80:$PE,pe_frequencies=20"
-EQP80="eqp-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80"
-DEEP80="eqp-deep-pe80:mlp-pe,pe=loglinear,pe_frequencies=20,match_params=filt-pe80,match_by=depth"
+REF80=(--reference-variants "$FILT80")
+EQP80="eqp-pe80:$PLAIN80,match_params=filt-pe80"
+DEEP80="eqp-deep-pe80:$PLAIN80,match_params=filt-pe80,match_by=depth"
 bench() {  # bench PART ARGS...
     local part=$1; shift
     $SLOT "$PY" scripts/bench_image.py --protocol cpu --device cpu --workers 1 --no-sweep --no-long --no-lpips \
@@ -92,7 +94,7 @@ for part in ${@:-grid sweep long learning64}; do
     width80)  # 80 channels (20 frequencies per axis), between 64 and 128, with its equal-parameter MLP
         # shellcheck disable=SC2086
         bench width80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} --variants "$FILT80" "$EQP80" \
-            "plain-pe80:mlp-pe,pe=loglinear,pe_frequencies=20" ;;
+            "plain-pe80:$PLAIN80" ;;
     pe128-k15)  # the 128-channel filtered run that the GPU budget left out on kodim15
         bench pe128-k15 --names kodim15 --variants "filt-pe128:$PE,pe_frequencies=32" ;;
     long64-deep)  # the same at 20k iterations (NAMES="kodim05 kodim13" picks images, e.g. to split across cores)
@@ -101,15 +103,14 @@ for part in ${@:-grid sweep long learning64}; do
             --variants "$DEEP64" ;;
     deep80)  # the 80-channel filter's equal-parameter MLP made deeper instead (NAMES= picks images)
         # shellcheck disable=SC2086
-        bench deep80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} --reference-variants "$FILT80" \
-            --variants "$DEEP80" ;;
+        bench deep80 --names ${NAMES:-kodim01 kodim05 kodim13 kodim15} "${REF80[@]}" --variants "$DEEP80" ;;
     long80-filt)  # 80 channels at 20k iterations, the two sides of the target on separate cores
         # shellcheck disable=SC2086
         bench long80-filt --names ${NAMES:-kodim13 kodim01 kodim15 kodim05} --iters 20000 --variants "$FILT80" ;;
     long80-eqp)
         # shellcheck disable=SC2086
-        bench long80-eqp --names ${NAMES:-kodim13 kodim01 kodim15 kodim05} --iters 20000 \
-            --reference-variants "$FILT80" --variants "$EQP80" ;;
+        bench long80-eqp --names ${NAMES:-kodim13 kodim01 kodim15 kodim05} --iters 20000 "${REF80[@]}" \
+            --variants "$EQP80" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
 done
