@@ -181,6 +181,11 @@ class Train:
         print(json.dumps({k: result[k] for k in ("variant", "test", "seconds_per_step_median")}, indent=2))
 
 
+def _timing_file(method: str) -> str:
+    """Where `timing` writes its result: timing.json for the benchmark's method, timing-METHOD.json otherwise."""
+    return "timing.json" if method == "rff-nerf-lite" else f"timing-{method}.json"
+
+
 @dataclass
 class Timing:
     """Seconds per training step of both variants, measured interleaved in one process: blocks of steps alternate
@@ -251,7 +256,7 @@ class Timing:
         result["ratio_median"] = result["filter_seconds_per_step_median"] / result["baseline_seconds_per_step_median"]
         result["ratio_mean"] = result["filter_seconds_per_step_mean"] / result["baseline_seconds_per_step_mean"]
         self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "timing.json").write_text(json.dumps(result, indent=2))
+        (self.out / _timing_file(self.method)).write_text(json.dumps(result, indent=2))
         print(json.dumps(result, indent=2))
 
 
@@ -279,6 +284,7 @@ class Report:
         }
         timing_path = self.out / "timing.json"
         timing = json.loads(timing_path.read_text()) if timing_path.exists() else None
+        other_timings = [json.loads(p.read_text()) for p in sorted(self.out.glob("timing-*.json"))]
         self.dest.mkdir(parents=True, exist_ok=True)
         everything = {**results, **extras}
         summary = {
@@ -287,14 +293,15 @@ class Report:
             "variants": {v: {k: r[k] for k in r if k not in ("test_views", "config")} for v, r in everything.items()},
             "per_view": {v: r["test_views"] for v, r in everything.items()},
             "timing_interleaved": timing,
+            "timing_interleaved_other_methods": other_timings,
             "how_measured": self.how,
         }
         (self.dest / "results.json").write_text(json.dumps(summary, indent=2))
-        (self.dest / "results.md").write_text(self._markdown(results, extras, timing))
+        (self.dest / "results.md").write_text(self._markdown(results, extras, timing, other_timings))
         self._figure(results)
         print(f"wrote {self.dest / 'results.json'}, {self.dest / 'results.md'}, {self.dest / 'test_views.png'}")
 
-    def _markdown(self, results: dict, extras: dict, timing: Optional[dict]) -> str:
+    def _markdown(self, results: dict, extras: dict, timing: Optional[dict], other_timings: List[dict]) -> str:
         f, b = results["filter"], results["baseline"]
         lines = [
             f"# {self.title}",
@@ -322,6 +329,13 @@ class Report:
                 f"{timing['steps_per_variant']} steps each): filter {timing['filter_seconds_per_step_median']:.3f}, "
                 f"baseline {timing['baseline_seconds_per_step_median']:.3f} (medians), "
                 f"ratio {timing['ratio_median']:.3f}x (means: {timing['ratio_mean']:.3f}x).",
+            ]
+        for t in other_timings:
+            lines += [
+                "",
+                f"The same for `{t['method']}` ({t['steps_per_variant']} steps each): filter "
+                f"{t['filter_seconds_per_step_median']:.2f}, baseline {t['baseline_seconds_per_step_median']:.2f} "
+                f"(medians), ratio {t['ratio_median']:.3f}x (means: {t['ratio_mean']:.3f}x).",
             ]
         lr = f["filter_lr"]
         if lr["steps"]:

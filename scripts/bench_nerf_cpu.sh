@@ -6,7 +6,8 @@
 #
 # Trainings run two at a time, each on its own core through $SLOT (default /work/cpu_slot.sh when it exists; one
 # thread each). Their own seconds per step are then only indicative; the per-step cost ratio is measured by the
-# `timing` step, which alternates blocks of steps of both variants in one process (equal conditions).
+# `timing` step, which alternates blocks of steps of both variants in one process (equal conditions); it runs for
+# rff-nerf-lite and, shorter, for the paper-size rff-nerf.
 #
 # usage: scripts/bench_nerf_cpu.sh [OUT]     (default OUT: outputs/bench-nerf-cpu)
 #        STEPS=2000 CHAIR=../shared/data/nerf_synthetic/chair EXTRAS=0 scripts/bench_nerf_cpu.sh
@@ -36,5 +37,8 @@ if [ "$EXTRAS" = 1 ]; then
     --label "MLP+PE, $((STEPS * 5 / 4)) steps (about the filtered model's training time)" &
   wait
 fi
-"$SLOT" "$PY" scripts/bench_nerf.py timing --out "$OUT" --data "$CHAIR" --scale 0.125 > "$OUT/logs/timing.log" 2>&1
+"$SLOT" "$PY" scripts/bench_nerf.py timing --rounds 20 --out "$OUT" --data "$CHAIR" --scale 0.125 > "$OUT/logs/timing.log" 2>&1
+# the paper-size rff-nerf (8x256 fields, 64+128 samples, 1024 rays): about 20 s per step on one core, so few steps
+"$SLOT" "$PY" scripts/bench_nerf.py timing --method rff-nerf --rounds 4 --block 3 --warmup 2 --out "$OUT" \
+  --data "$CHAIR" --scale 0.125 > "$OUT/logs/timing-rff-nerf.log" 2>&1
 echo "done: $OUT (make the report with scripts/bench_nerf.py report --out $OUT)"
