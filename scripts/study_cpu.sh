@@ -5,7 +5,7 @@
 # usage: scripts/study_cpu.sh [PART ...]
 #        PART in: grid long sweep learning64 factors64 sigma sigma2000 bound64 const64 depth64 init64 scale64 unbounded64
 #        long64-filt long64-eqp deep64 long64-deep width80 pe128-k15 long80-filt long80-eqp
-#        deep80
+#        deep80 long80-deep
 #        (default: grid sweep long learning64)
 #   OUT=outputs/study-cpu  IMAGES=../shared/data/kodak
 set -u
@@ -111,6 +111,10 @@ for part in ${@:-grid sweep long learning64}; do
         # shellcheck disable=SC2086
         bench long80-eqp --names ${NAMES:-kodim13 kodim01 kodim15 kodim05} --iters 20000 "${REF80[@]}" \
             --variants "$EQP80" ;;
+    long80-deep)  # the deeper equal-parameter MLP at 20k iterations (NAMES= picks images)
+        # shellcheck disable=SC2086
+        bench long80-deep --names ${NAMES:-kodim15 kodim05 kodim13 kodim01} --iters 20000 "${REF80[@]}" \
+            --variants "$DEEP80" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
     esac
 done

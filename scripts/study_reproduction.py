@@ -183,7 +183,7 @@ MARGINS = [  # (filtered variant, equal-parameter MLP without filter, iterations
     ("filt-pe80", "eqp-pe80", "iters"), ("filt-pe80", "eqp-deep-pe80", "iters"), ("filt-pe128", "eqp-pe128", "iters"),
     ("filt-pe256", "eqp-pe256", "iters"),
     ("filt-pe64", "eqp-pe64", "long_iters"), ("filt-pe64", "eqp-deep-pe64", "long_iters"),
-    ("filt-pe80", "eqp-pe80", "long_iters"),
+    ("filt-pe80", "eqp-pe80", "long_iters"), ("filt-pe80", "eqp-deep-pe80", "long_iters"),
 ]  # fmt: skip
 
 
