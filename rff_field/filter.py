@@ -13,8 +13,8 @@ from jaxtyping import Float
 from nerfstudio.field_components.encodings import Encoding
 from torch import Tensor, nn
 
-# CPU and GPU matrix kernels are much faster on widths that are multiples of 8: on one EPYC core a 63-wide
-# filter's forward and backward take 1.4x as long as a 64-wide one. The filter computes at the padded width.
+# Matrix kernels run slowly on widths that are not multiples of 8: on one EPYC core the 63-wide filter's forward
+# and backward take 1.6x as long as the same filter padded to 64 (benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
 
 
@@ -41,7 +41,7 @@ class BiasFreeFilter(nn.Sequential):
         self.bias = bias
 
     def forward(self, x: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
-        """The filter at width ``dim``, computed at the next multiple of :data:`PAD_MULTIPLE` when that is faster.
+        """The filter at width ``dim``, computed at the next multiple of :data:`PAD_MULTIPLE` when ``dim`` is not one.
 
         Inputs, weights and biases are padded with zeros: the padded hidden units are ``relu(0) = 0`` and receive
         no gradient, so outputs and gradients are those of the unpadded filter.
