@@ -25,7 +25,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     hook = FilterLineSearch(filt, inr, opt, lambda: step["loss"], lr_max=1.0)
     x = torch.linspace(-1, 1, 64)[:, None] + 0.01 * rank  # each process sees different data
     y = torch.sin(4 * x) * (1 + rank)
-    local_losses = []
+    local_losses, rule_losses = [], []
     for _ in range(10):
         opt.zero_grad()
         loss = ((ddp(x) - y) ** 2).mean()
@@ -33,8 +33,14 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
         step["loss"] = loss
         local_losses.append(loss.item())
         opt.step()
+        rule_losses.append(hook.last["loss"])
     torch.save(
-        {"history": hook.history, "local_losses": local_losses, "params": [p.detach() for p in net.parameters()]},
+        {
+            "history": hook.history,
+            "local_losses": local_losses,
+            "rule_losses": rule_losses,
+            "params": [p.detach() for p in net.parameters()],
+        },
         os.path.join(out_dir, f"rank{rank}.pt"),
     )
     dist.destroy_process_group()
@@ -48,6 +54,8 @@ def test_filter_rate_is_identical_across_processes(tmp_path):
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
     assert r0["local_losses"][0] != r1["local_losses"][0]  # the processes did see different losses
     assert r0["history"] == r1["history"] and len(r0["history"]) == 10
-    assert len(set(r0["history"])) > 1
+    mean_losses = [(a + b) / 2 for a, b in zip(r0["local_losses"], r1["local_losses"])]
+    torch.testing.assert_close(torch.tensor(r0["rule_losses"]), torch.tensor(mean_losses), rtol=1e-6, atol=0)
+    assert r0["rule_losses"] == r1["rule_losses"]
     for a, b in zip(r0["params"], r1["params"]):
         torch.testing.assert_close(a, b)
