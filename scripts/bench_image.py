@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Run the image benchmark without tyro (e.g. on a GPU machine), several jobs at once.
 
-The same jobs, folders and summaries as ``rff-image bench`` (``rff_field.image_bench``); finished jobs are skipped,
+The same jobs, folders and summaries as ``rff-image bench`` (``rff_field.bench.image``); finished jobs are skipped,
 so it resumes, and the folder can be shared with CPU runs of the same protocol. On a GPU the small CPU-protocol
 images leave the device mostly idle, so ``--workers`` processes run jobs side by side.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rff_field.image import FitConfig  # noqa: E402
-from rff_field.image_bench import PRESETS, BenchConfig, build_jobs, merge_runs, run_bench  # noqa: E402
-from rff_field.image_data import ImageError  # noqa: E402
-from rff_field.networks import NetworkConfig  # noqa: E402
+from rff_field.bench.image import PRESETS, BenchConfig, build_jobs, merge_runs, run_bench  # noqa: E402
+from rff_field.image.data import UsageError  # noqa: E402
+from rff_field.image.fit import FitConfig  # noqa: E402
+from rff_field.inr.config import NetworkConfig  # noqa: E402
 
 KODAK4 = ("kodim01", "kodim05", "kodim13", "kodim15")
 LONG_CPU = ("mlp-pe", "filtered-pe", "filtered-pe-nols", "siren", "gauss", "mlp-rff", "mlp-pe-wide", "wire",
@@ -139,7 +139,7 @@ def main() -> int:
                     print(f"job {futures[future]} failed: {error}", flush=True)
         summary = run_bench(dataclasses.replace(config, summarize_only=True))
         print(f"{summary['jobs_done']} of {summary['jobs_total']} jobs done -> {config.out / 'results.md'}")
-    except ImageError as error:
+    except UsageError as error:
         print(f"bench_image: error: {error}", file=sys.stderr)
         return 2
     return 0

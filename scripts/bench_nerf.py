@@ -41,7 +41,7 @@ def _config(
     name: Optional[str] = None,
     width: Optional[int] = None,
 ):
-    from method_configs.rff_nerf import rff_nerf, rff_nerf_lite
+    from rff_field.nerf.method_configs import rff_nerf, rff_nerf_lite
     from rff_field.nerf.training import lite_config
 
     base = {"rff-nerf": rff_nerf, "rff-nerf-lite": rff_nerf_lite}[method].config

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Run the SDF benchmark on a machine with torch but without open3d, pymcubes, tyro or nerfstudio (a GPU box).
+"""Run the SDF benchmark on a machine with torch but without open3d, pymcubes or nerfstudio (a GPU box).
 
 It trains from sample pools made beforehand on a CPU machine (``rff-sdf pool``), extracts meshes with
 scikit-image's marching cubes and measures them with a KD-tree (``distance: kdtree`` in metrics.json). Every run is
@@ -20,55 +20,13 @@ Example (BACON's full network sizes and 10,000 samples a step, 5,000 steps, on t
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
-import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-
-def install_shims() -> list[str]:
-    """Minimal stand-ins for nerfstudio's ``Encoding`` and for jaxtyping when they are not installed."""
-    installed = []
-    if importlib.util.find_spec("nerfstudio") is None:
-        from torch import nn
-
-        class Encoding(nn.Module):
-            """nerfstudio.field_components.encodings.Encoding, reduced to what rff_field uses."""
-
-            def __init__(self, in_dim: int) -> None:
-                if in_dim <= 0:
-                    raise ValueError("Input dimension should be greater than zero")
-                super().__init__()
-                self.in_dim = in_dim
-                self.out_dim = None
-
-            def get_out_dim(self) -> int:
-                if self.out_dim is None:
-                    raise ValueError("Output dimension has not been set")
-                return self.out_dim
-
-        names = ["nerfstudio", "nerfstudio.field_components", "nerfstudio.field_components.encodings"]
-        for name in names:
-            sys.modules[name] = types.ModuleType(name)
-        sys.modules["nerfstudio.field_components.encodings"].Encoding = Encoding
-        installed.append("nerfstudio")
-    if importlib.util.find_spec("jaxtyping") is None:
-
-        class _Shape:
-            def __getitem__(self, item):
-                return item[0] if isinstance(item, tuple) else item
-
-        module = types.ModuleType("jaxtyping")
-        for name in ("Float", "Int", "Bool", "Shaped"):
-            setattr(module, name, _Shape())
-        sys.modules["jaxtyping"] = module
-        installed.append("jaxtyping")
-    return installed
 
 
 def main() -> None:
@@ -93,22 +51,20 @@ def main() -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args()
 
-    shims = install_shims()
     import torch
 
-    from rff_field.sdf import SDFNetworkConfig, SDFTrainConfig
-    from rff_field.sdf_bench import parse_method, run_bench
-    from rff_field.sdf_run import OutputConfig
+    from rff_field.bench.sdf import parse_method, run_bench
+    from rff_field.bench.variants import set_options
+    from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig
+    from rff_field.sdf.run import OutputConfig
 
-    base = parse_method("mlp-pe:" + ",".join(args.set)) if args.set else None
-    network = SDFNetworkConfig(**(base.network if base else {}))
-    train = SDFTrainConfig(
-        iters=args.iters, points_per_step=args.points_per_step, device=args.device, **(base.train if base else {})
-    )
+    network = SDFNetworkConfig()
+    train = SDFTrainConfig(iters=args.iters, points_per_step=args.points_per_step, device=args.device)
+    set_options([network, train], dict(item.split("=", 1) for item in args.set))
     output = OutputConfig(resolution=args.resolution, eval_samples=args.eval_samples, render=False, save_model=False)
     specs = [parse_method(m) for m in args.methods]
     args.out.mkdir(parents=True, exist_ok=True)
-    info = {"shims": shims, "torch": torch.__version__, "cuda": torch.cuda.is_available()}
+    info = {"torch": torch.__version__, "cuda": torch.cuda.is_available()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     print(json.dumps(info), flush=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rff_field.image import FitConfig, run_fit  # noqa: E402
-from rff_field.networks import NetworkConfig  # noqa: E402
+from rff_field.image.fit import FitConfig, run_fit  # noqa: E402
+from rff_field.inr.config import NetworkConfig  # noqa: E402
 
 out = Path(sys.argv[1])
 cases = [

@@ -28,8 +28,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rff_field.image_data import downsample, load_image  # noqa: E402
-from rff_field.image_plots import history_series, plot_crops  # noqa: E402
+from rff_field.image.data import downsample, load_image  # noqa: E402
+from rff_field.image.plots import history_series, plot_crops  # noqa: E402
 
 SUMMARY_KEYS = (
     "method", "image", "iters", "psnr", "best_psnr", "best_iter", "ssim", "seconds_per_iter",

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-import rff_field.filter as filter_module
-from rff_field.filter import BiasFreeFilter
-from rff_field.image import machine_description
+import rff_field.core.filter as filter_module
+from rff_field.core.filter import BiasFreeFilter
+from rff_field.image.fit import machine_description
 
 PADDED = filter_module.PAD_MULTIPLE
 

@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from rff_field.image import FitConfig, machine_description, resolve_device, run_fit  # noqa: E402
-from rff_field.image_bench import BenchConfig, build_jobs, job_config  # noqa: E402
-from rff_field.image_data import downsample, load_image  # noqa: E402
-from rff_field.networks import NetworkConfig  # noqa: E402
+from rff_field.bench.image import BenchConfig, build_jobs, job_config  # noqa: E402
+from rff_field.image.data import downsample, load_image  # noqa: E402
+from rff_field.image.fit import FitConfig, machine_description, resolve_device, run_fit  # noqa: E402
+from rff_field.inr.config import NetworkConfig  # noqa: E402
 
 
 def main() -> None:

@@ -16,14 +16,13 @@ from typing import Literal
 import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from rff_field.cli.common import call_main
+from rff_field.core.errors import UsageError
+
 MARKER = ".rff-demo"
 """File that marks a folder as written by rff-demo (only such folders may be overwritten)."""
 PRODUCTS = ("scene", "runs", "eval", "mesh.ply", "summary.json", MARKER)
 """What rff-demo writes in its output folder."""
-
-
-class DemoError(ValueError):
-    """Bad options or output folder; the message says what to do."""
 
 
 @dataclass
@@ -55,22 +54,22 @@ class Demo:
     """Seed of the training (the scene's poses use seed 0)."""
 
     def check(self) -> None:
-        """Raise :class:`DemoError` for options or an output folder that cannot be used."""
+        """Raise :class:`UsageError` for options or an output folder that cannot be used."""
         for name in ("steps", "num_train_views", "num_test_views"):
             if getattr(self, name) < 1:
-                raise DemoError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.image_size < 8:
-            raise DemoError(f"--image-size must be at least 8, got {self.image_size}")
+            raise UsageError(f"--image-size must be at least 8, got {self.image_size}")
         if self.mesh_resolution < 8:
-            raise DemoError(f"--mesh-resolution must be at least 8, got {self.mesh_resolution}")
+            raise UsageError(f"--mesh-resolution must be at least 8, got {self.mesh_resolution}")
         out = self.output_dir
         if out.exists() and not out.is_dir():
-            raise DemoError(f"{out} is a file; choose a folder with --output-dir")
+            raise UsageError(f"{out} is a file; choose a folder with --output-dir")
         if out.is_dir() and any(out.iterdir()):
             if not (out / MARKER).exists():
-                raise DemoError(f"{out} is not empty and was not written by rff-demo; choose another --output-dir")
+                raise UsageError(f"{out} is not empty and was not written by rff-demo; choose another --output-dir")
             if not self.overwrite:
-                raise DemoError(
+                raise UsageError(
                     f"{out} holds an earlier demo; pass --overwrite to replace it or choose another --output-dir"
                 )
 
@@ -89,7 +88,7 @@ class Demo:
 
     def main(self) -> dict:
         """Run the demo; returns the summary that is also written to OUTPUT_DIR/summary.json."""
-        from rff_field.mesh import write_mesh
+        from rff_field.common.mesh import write_mesh
         from rff_field.nerf.evaluate import evaluate_views
         from rff_field.nerf.loading import load_rff_pipeline
         from rff_field.nerf.mesh_export import EmptyMeshError, density_mesh
@@ -219,15 +218,11 @@ def _print_summary(summary: dict) -> None:
 
 
 def run(args: Demo) -> int:
-    """Run the demo; one line and exit status 1 for bad input."""
-    from rff_field.nerf.errors import InputError
-
-    try:
-        summary = args.main()
-    except (DemoError, InputError, FileExistsError) as err:
-        CONSOLE.print(f"[bold red]Error:[/bold red] {err}", soft_wrap=True)
-        return 1
-    return 0 if summary["mesh"] is not None else 1
+    """Run the demo; returns the exit status: 0, 2 for bad input, 1 when no mesh could be exported."""
+    status, summary = call_main("rff-demo", args)
+    if status == 0 and summary["mesh"] is None:
+        status = 1
+    return status
 
 
 def entrypoint() -> None:
@@ -236,7 +231,7 @@ def entrypoint() -> None:
 
     quiet_known_warnings()
     tyro.extras.set_accent_color("bright_yellow")
-    sys.exit(run(tyro.cli(Demo)))
+    sys.exit(run(tyro.cli(Demo, description=__doc__)))
 
 
 if __name__ == "__main__":

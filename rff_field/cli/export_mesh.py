@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional, Tuple
+from typing import Literal, Optional, Sequence, Tuple
 
 import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from rff_field.nerf.errors import InputError
+from rff_field.cli.common import call_main, run_command
+from rff_field.core.errors import UsageError
 
 Vec3 = Tuple[float, float, float]
 
@@ -43,29 +43,29 @@ class ExportMesh:
     """Replace OUTPUT_PATH if it exists."""
 
     def check(self) -> None:
-        """Raise :class:`InputError` for options that cannot work, before anything is loaded."""
+        """Raise :class:`UsageError` for options that cannot work, before anything is loaded."""
         if not self.load_config.is_file():
-            raise InputError(
+            raise UsageError(
                 f"{self.load_config} does not exist; pass the config.yml that ns-train printed at the end of training"
             )
         if self.resolution < 2:
-            raise InputError(f"--resolution must be at least 2, got {self.resolution}")
+            raise UsageError(f"--resolution must be at least 2, got {self.resolution}")
         if self.batch_size < 1:
-            raise InputError(f"--batch-size must be positive, got {self.batch_size}")
+            raise UsageError(f"--batch-size must be positive, got {self.batch_size}")
         if self.output_path.suffix.lower() not in (".ply", ".obj", ".off", ".stl"):
-            raise InputError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
+            raise UsageError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
         if self.output_path.exists() and not self.overwrite:
-            raise InputError(f"{self.output_path} already exists; choose another --output-path or pass --overwrite")
+            raise UsageError(f"{self.output_path} already exists; choose another --output-path or pass --overwrite")
         if (self.bbox_min is None) != (self.bbox_max is None):
-            raise InputError("give both --bbox-min and --bbox-max, or neither")
+            raise UsageError("give both --bbox-min and --bbox-max, or neither")
         if self.bbox_min is not None and self.bbox_max is not None:
             if not all(lo < hi for lo, hi in zip(self.bbox_min, self.bbox_max)):
-                raise InputError(f"--bbox-min {self.bbox_min} must be below --bbox-max {self.bbox_max} on every axis")
+                raise UsageError(f"--bbox-min {self.bbox_min} must be below --bbox-max {self.bbox_max} on every axis")
 
     def main(self) -> Path:
         """Load the run, extract the mesh and write it; returns the mesh's path."""
         self.check()  # before the heavy imports, so that bad options fail at once
-        from rff_field.mesh import write_mesh
+        from rff_field.common.mesh import write_mesh
         from rff_field.nerf.loading import load_rff_pipeline, read_run_config
         from rff_field.nerf.mesh_export import density_mesh
         from rff_field.nerf.quiet import quiet_known_warnings
@@ -97,24 +97,17 @@ class ExportMesh:
 
 
 def run(args: ExportMesh) -> int:
-    """Run the command; one line and exit status 1 for bad input."""
-    from rff_field.nerf.mesh_export import EmptyMeshError
-
-    try:
-        args.main()
-    except (InputError, EmptyMeshError, FileExistsError) as err:
-        CONSOLE.print(f"[bold red]Error:[/bold red] {err}", soft_wrap=True)
-        return 1
-    return 0
+    """Run the command; returns the exit status (2 for bad input, with one line on stderr)."""
+    return call_main("rff-export-mesh", args)[0]
 
 
-def entrypoint() -> None:
+def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Entry point of ``rff-export-mesh``."""
     from rff_field.nerf.quiet import quiet_known_warnings
 
     quiet_known_warnings()
     tyro.extras.set_accent_color("bright_yellow")
-    sys.exit(run(tyro.cli(ExportMesh)))
+    run_command("rff-export-mesh", ExportMesh, __doc__, args=args)
 
 
 if __name__ == "__main__":

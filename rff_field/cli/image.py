@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional, Union
+from typing import Annotated, Optional, Sequence, Union
 
 import tyro
 
-from rff_field.image import FitConfig, run_fit
-from rff_field.image_bench import BenchConfig, run_bench
+from rff_field.bench.image import BenchConfig, run_bench
+from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
+from rff_field.common.options import Flat
+from rff_field.image.fit import FitConfig, run_fit
+
+LEGACY_FLAGS = {
+    **LINE_SEARCH_FLAGS,
+    "--lr-max": "--line-search.lr-max",
+    "--lr-min": "--line-search.lr-min",
+    "--rule": "--line-search.rule",
+    "--direction": "--line-search.direction",
+    "--c1": "--line-search.c1",
+    "--ls-eps": "--line-search.eps",
+}
+"""Options of earlier versions (before the line-search options moved under ``--line-search.``)."""
 
 
 @dataclass
@@ -32,8 +44,20 @@ class Fit:
     """Replace the outputs of an earlier run in --out."""
     progress: bool = True
     """Show a progress bar with the current PSNR."""
-    config: Annotated[FitConfig, tyro.conf.OmitArgPrefixes] = field(default_factory=FitConfig)
+    config: Annotated[FitConfig, Flat] = field(default_factory=FitConfig)
     """Network and optimisation."""
+
+    def main(self) -> dict:
+        """Fit, write the outputs and print a one-line summary; returns the metrics."""
+        name = self.image.stem if self.image is not None else "astronaut"
+        out = self.out or Path("outputs/rff-image") / f"{name}-{self.config.network.method}"
+        metrics = run_fit(self.image, out, self.config, self.downsample, self.overwrite, progress=self.progress)
+        print(
+            f"{metrics['method']} on {metrics['image']} ({metrics['width']}x{metrics['height']}): "
+            f"PSNR {metrics['psnr']:.2f} dB (best {metrics['best_psnr']:.2f}), SSIM {metrics['ssim']:.4f}, "
+            f"{metrics['seconds_per_iter']:.4f} s/iter, {metrics['num_params']:,} parameters -> {out}"
+        )
+        return metrics
 
 
 @dataclass
@@ -44,50 +68,23 @@ class Bench:
     skips finished jobs, --shard I/N splits the grid across processes, --job K runs one job (see --list-jobs).
     """
 
-    config: Annotated[BenchConfig, tyro.conf.OmitArgPrefixes]
+    config: Annotated[BenchConfig, Flat]
     """Benchmark."""
 
-
-def _error(message: str) -> None:
-    print(f"rff-image: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def main(command: Union[Fit, Bench]) -> None:
-    """Run a parsed command; bad input ends with one line on stderr and exit status 2."""
-    try:
-        if isinstance(command, Fit):
-            name = command.image.stem if command.image is not None else "astronaut"
-            out = command.out or Path("outputs/rff-image") / f"{name}-{command.config.network.method}"
-            metrics = run_fit(command.image, out, command.config, command.downsample, command.overwrite,
-                              progress=command.progress)  # fmt: skip
-            print(
-                f"{metrics['method']} on {metrics['image']} ({metrics['width']}x{metrics['height']}): "
-                f"PSNR {metrics['psnr']:.2f} dB (best {metrics['best_psnr']:.2f}), SSIM {metrics['ssim']:.4f}, "
-                f"{metrics['seconds_per_iter']:.4f} s/iter, {metrics['num_params']:,} parameters -> {out}"
-            )
-        else:
-            summary = run_bench(command.config)
-            if summary is not None:
-                out = command.config.out / "results.md"
-                print(f"{summary['jobs_done']} of {summary['jobs_total']} jobs done -> {out}")
-    except ValueError as error:  # ImageError, and invalid network settings (e.g. an image too small for its PE)
-        _error(str(error).splitlines()[0] if str(error) else type(error).__name__)
-    except KeyboardInterrupt:
-        print("rff-image: interrupted", file=sys.stderr)
-        sys.exit(130)
+    def main(self) -> Optional[dict]:
+        """Run the pending jobs and summarise; returns the summary."""
+        summary = run_bench(self.config)
+        if summary is not None:
+            print(f"{summary['jobs_done']} of {summary['jobs_total']} jobs done -> {self.config.out / 'results.md'}")
+        return summary
 
 
-def entrypoint() -> None:
+Command = Union[Annotated[Fit, tyro.conf.subcommand("fit")], Annotated[Bench, tyro.conf.subcommand("bench")]]
+
+
+def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Console script ``rff-image``."""
-    command = tyro.extras.subcommand_cli_from_dict(
-        {
-            "fit": Fit,
-            "bench": Bench,
-        },
-        description=__doc__,
-    )
-    main(command)
+    run_command("rff-image", Command, __doc__, LEGACY_FLAGS, args)
 
 
 if __name__ == "__main__":

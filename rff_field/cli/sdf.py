@@ -9,18 +9,17 @@ Subcommands:
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Union
 
 import tyro
 
-from rff_field.sdf import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
-from rff_field.sdf_data import MeshError
-from rff_field.sdf_run import OutputConfig
-
-Flat = tyro.conf.OmitArgPrefixes
+from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
+from rff_field.common.options import Flat
+from rff_field.core.errors import UsageError
+from rff_field.sdf.fit import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
+from rff_field.sdf.run import OutputConfig
 
 
 @dataclass
@@ -54,6 +53,9 @@ class Fit:
     overwrite: bool = False
     """Write into a non-empty --out, replacing files of the same names."""
 
+    def main(self) -> dict:
+        return run_fit(self)
+
 
 @dataclass
 class Bench:
@@ -68,8 +70,8 @@ class Bench:
     meshes: tuple[Path, ...] = ()
     """Watertight meshes; default: the generated shape."""
     methods: tuple[str, ...] = SDF_METHODS
-    """Methods, each NAME or NAME:key=value,... with network/training overrides, e.g. filtered-pe:line_search=false
-    or mlp-pe:hidden_features=300."""
+    """Methods, each [LABEL:]METHOD[,key=value...] with network/training overrides, e.g.
+    nols:filtered-pe,line_search.enabled=false or mlp-pe,hidden_features=300."""
     network: Annotated[BenchNetworkConfig, Flat] = field(default_factory=BenchNetworkConfig)
     train: Annotated[SDFTrainConfig, Flat] = field(default_factory=SDFTrainConfig)
     output: Annotated[OutputConfig, Flat] = field(default_factory=OutputConfig)
@@ -92,6 +94,9 @@ class Bench:
     can reach with this marching-cubes grid."""
     overwrite: bool = False
     """Write into a non-empty --out."""
+
+    def main(self) -> dict:
+        return run_bench(self)
 
 
 @dataclass
@@ -120,30 +125,33 @@ class Pool:
     overwrite: bool = False
     """Replace an existing file."""
 
+    def main(self) -> Path:
+        return run_pool(self)
+
 
 def _check_common(train: SDFTrainConfig, output: OutputConfig) -> None:
     if train.iters < 1:
-        raise ValueError(f"--iters must be at least 1, got {train.iters}")
+        raise UsageError(f"--iters must be at least 1, got {train.iters}")
     if train.points_per_step < 2:
-        raise ValueError(f"--points-per-step must be at least 2, got {train.points_per_step}")
+        raise UsageError(f"--points-per-step must be at least 2, got {train.points_per_step}")
     if output.resolution < 8:
-        raise ValueError(f"--resolution must be at least 8, got {output.resolution}")
+        raise UsageError(f"--resolution must be at least 8, got {output.resolution}")
     if train.device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
-            raise ValueError("CUDA is not available here; use --device cpu")
+            raise UsageError("CUDA is not available here; use --device cpu")
 
 
 def run_fit(cmd: Fit) -> dict:
-    from rff_field.sdf_data import MeshSDF, SamplePool, load_shape
-    from rff_field.sdf_run import GroundTruth, prepare_out_dir, run_sdf
+    from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
+    from rff_field.sdf.run import GroundTruth, prepare_out_dir, run_sdf
 
     _check_common(cmd.train, cmd.output)
     if cmd.pool is not None and cmd.mesh is not None:
-        raise ValueError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
+        raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
     if cmd.pool is not None:
-        from rff_field.sdf_bench import load_pool_arrays
+        from rff_field.bench.sdf import load_pool_arrays
 
         arrays = load_pool_arrays(cmd.pool)
         sampler = SamplePool(arrays, device=cmd.train.device, seed=cmd.train.seed)
@@ -166,13 +174,13 @@ def run_fit(cmd: Fit) -> dict:
 
 
 def run_bench(cmd: Bench) -> dict:
-    from rff_field import sdf_bench
-    from rff_field.sdf_data import pool_size_for
+    from rff_field.bench import sdf as sdf_bench
+    from rff_field.sdf.data import pool_size_for
 
     out = Path(cmd.out)
     specs = [sdf_bench.parse_method(m) for m in cmd.methods]
     if not specs:
-        raise ValueError("--methods is empty; give at least one method")
+        raise UsageError("--methods is empty; give at least one method")
     network = SDFNetworkConfig(**{f.name: getattr(cmd.network, f.name) for f in dataclasses.fields(cmd.network)})
     protocol = {
         "meshes": [str(m) for m in cmd.meshes] or ["generated"],
@@ -184,10 +192,10 @@ def run_bench(cmd: Bench) -> dict:
     }
     if cmd.report_only:
         if not out.is_dir():
-            raise FileNotFoundError(f"{out} does not exist; run the benchmark first")
+            raise UsageError(f"{out} does not exist; run the benchmark first")
         records = sdf_bench.reevaluate(out, cmd.output, force=cmd.reevaluate)
         if not records:
-            raise ValueError(f"no runs under {out}/runs; run the benchmark first")
+            raise UsageError(f"no runs under {out}/runs; run the benchmark first")
         old = out / "results.json"
         if old.is_file():
             import json
@@ -211,7 +219,7 @@ def run_bench(cmd: Bench) -> dict:
     else:
         _check_common(cmd.train, cmd.output)
         if out.is_dir() and any(out.iterdir()) and not (cmd.resume or cmd.overwrite):
-            raise FileExistsError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
+            raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
         out.mkdir(parents=True, exist_ok=True)
         shapes = []
         for mesh in cmd.meshes or (None,):
@@ -243,13 +251,13 @@ def run_bench(cmd: Bench) -> dict:
 
 
 def run_pool(cmd: Pool) -> Path:
-    from rff_field.sdf_bench import write_pool
+    from rff_field.bench.sdf import write_pool
 
     out = Path(cmd.out)
     if out.suffix != ".npz":
-        raise ValueError(f"--out {out} should end in .npz")
+        raise UsageError(f"--out {out} should end in .npz")
     if out.exists() and not cmd.overwrite:
-        raise FileExistsError(f"{out} already exists; choose another --out or pass --overwrite")
+        raise UsageError(f"{out} already exists; choose another --out or pass --overwrite")
     write_pool(
         cmd.mesh,
         out,
@@ -272,26 +280,23 @@ Command = Union[
 ]
 
 
+LEGACY_FLAGS = {
+    **LINE_SEARCH_FLAGS,
+    "--line-search-direction": "--line-search.direction",
+    "--filter-lr-max": "--line-search.lr-max",
+    "--filter-lr-min": "--line-search.lr-min",
+}
+"""Options of earlier versions (before the line-search options moved under ``--line-search.``)."""
+
+
 def main(args: Optional[list[str]] = None) -> object:
     """Parse ``args`` and run the subcommand; user errors raise (see :func:`entrypoint`)."""
-    cmd = tyro.cli(Command, args=args, description=__doc__)
-    if isinstance(cmd, Fit):
-        return run_fit(cmd)
-    if isinstance(cmd, Bench):
-        return run_bench(cmd)
-    return run_pool(cmd)
+    return tyro.cli(Command, args=args, description=__doc__).main()
 
 
-def entrypoint() -> None:
-    """Console script: user errors print one line and exit with status 2."""
-    try:
-        main()
-    except (MeshError, FileExistsError, FileNotFoundError, ValueError) as err:
-        print(f"rff-sdf: error: {err}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        print("rff-sdf: interrupted", file=sys.stderr)
-        sys.exit(130)
+def entrypoint(args: Optional[list[str]] = None) -> None:
+    """Console script ``rff-sdf``: user errors print one line and exit with status 2."""
+    run_command("rff-sdf", Command, __doc__, LEGACY_FLAGS, args)
 
 
 if __name__ == "__main__":

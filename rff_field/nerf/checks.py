@@ -14,7 +14,7 @@ from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
-from rff_field.nerf.errors import InputError
+from rff_field.core.errors import UsageError
 
 if TYPE_CHECKING:
     from rff_field.nerf.model import RFFNeRFModelConfig
@@ -23,7 +23,7 @@ TestMode = Literal["test", "val", "inference"]
 
 
 def check_model_config(config: "RFFNeRFModelConfig") -> None:
-    """Raise :class:`InputError` for options the model cannot be built with."""
+    """Raise :class:`UsageError` for options the model cannot be built with."""
     positive = {
         "num-coarse-samples": config.num_coarse_samples,
         "num-importance-samples": config.num_importance_samples,
@@ -41,25 +41,19 @@ def check_model_config(config: "RFFNeRFModelConfig") -> None:
     }
     for name, value in positive.items():
         if not value > 0:
-            raise InputError(f"--pipeline.model.{name} must be positive, got {value}")
+            raise UsageError(f"--pipeline.model.{name} must be positive, got {value}")
     bad_skips = [s for s in config.skip_connections if not 0 < s < config.base_mlp_num_layers - 1]
     if bad_skips:
-        raise InputError(
+        raise UsageError(
             f"--pipeline.model.skip-connections {bad_skips} must lie in 1..{config.base_mlp_num_layers - 2} "
             f"(the density MLP has {config.base_mlp_num_layers} layers)"
         )
-    if not 0 <= config.line_search_lr_min <= config.line_search_lr_max:
-        raise InputError(
-            "need 0 <= --pipeline.model.line-search-lr-min <= --pipeline.model.line-search-lr-max, got "
-            f"{config.line_search_lr_min} and {config.line_search_lr_max}"
-        )
-    if not 0 <= config.line_search_c1 < 1:
-        raise InputError(f"--pipeline.model.line-search-c1 must lie in [0, 1), got {config.line_search_c1}")
+    config.line_search.check(prefix="--pipeline.model.line-search.")
     if config.enable_collider:
         params = config.collider_params or {}
         near, far = params.get("near_plane"), params.get("far_plane")
         if near is None or far is None or not 0 <= near < far:
-            raise InputError(f"--pipeline.model.collider-params needs 0 <= near_plane < far_plane, got {dict(params)}")
+            raise UsageError(f"--pipeline.model.collider-params needs 0 <= near_plane < far_plane, got {dict(params)}")
 
 
 def _needed_split(test_mode: TestMode) -> str:
@@ -70,10 +64,10 @@ def _check_transforms(path: Path, what: str) -> dict:
     try:
         meta = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise InputError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); fix or regenerate it") from None
+        raise UsageError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); fix or regenerate it") from None
     frames = meta.get("frames") if isinstance(meta, dict) else None
     if not frames:
-        raise InputError(f"{path} lists no frames; {what} needs at least one image")
+        raise UsageError(f"{path} lists no frames; {what} needs at least one image")
     return meta
 
 
@@ -84,26 +78,26 @@ def _check_images(data: Path, meta: dict, transforms: Path, suffix: str) -> None
         if not (data / (name + suffix)).exists():
             missing.append(name + suffix)
     if missing:
-        raise InputError(
+        raise UsageError(
             f"{len(missing)} image(s) listed in {transforms.name} are missing under {data}, e.g. {missing[0]}"
         )
 
 
 def check_blender_dataset(data: Path, test_mode: TestMode = "val") -> None:
-    """Raise :class:`InputError` unless ``data`` is a Blender-format scene with the splits ``test_mode`` reads."""
+    """Raise :class:`UsageError` unless ``data`` is a Blender-format scene with the splits ``test_mode`` reads."""
     data = Path(data)
     if not data.is_dir():
-        raise InputError(
+        raise UsageError(
             f"dataset folder {data} does not exist; pass --data to a Blender-format scene "
             "(transforms_train.json, transforms_val.json, transforms_test.json) or run rff-demo to generate one"
         )
     if not (data / "transforms_train.json").exists():
         if (data / "transforms.json").exists():
-            raise InputError(
+            raise UsageError(
                 f"{data} holds transforms.json, a nerfstudio dataset; "
                 "add the subcommand 'nerfstudio-data' after the method name (ns-train rff-nerf nerfstudio-data ...)"
             )
-        raise InputError(
+        raise UsageError(
             f"{data} has no transforms_train.json: not a Blender-format scene; pass --data to a folder with "
             "transforms_train.json, transforms_val.json and transforms_test.json"
         )
@@ -111,26 +105,26 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val") -> None:
         transforms = data / f"transforms_{split}.json"
         if not transforms.exists():
             purpose = "evaluation during training" if split == "val" else "evaluation and viewing"
-            raise InputError(f"{data} has no {transforms.name} (the '{split}' split, needed for {purpose}); add it")
+            raise UsageError(f"{data} has no {transforms.name} (the '{split}' split, needed for {purpose}); add it")
         meta = _check_transforms(transforms, f"the '{split}' split")
         if "camera_angle_x" not in meta:
-            raise InputError(f"{transforms} has no camera_angle_x (the horizontal field of view); add it")
+            raise UsageError(f"{transforms} has no camera_angle_x (the horizontal field of view); add it")
         _check_images(data, meta, transforms, ".png")
 
 
 def check_nerfstudio_dataset(data: Path) -> None:
-    """Raise :class:`InputError` unless ``data`` is a nerfstudio dataset (a folder with transforms.json, or it)."""
+    """Raise :class:`UsageError` unless ``data`` is a nerfstudio dataset (a folder with transforms.json, or it)."""
     data = Path(data)
     if not data.exists():
-        raise InputError(f"dataset {data} does not exist; pass --data to a folder holding transforms.json")
+        raise UsageError(f"dataset {data} does not exist; pass --data to a folder holding transforms.json")
     transforms = data if data.suffix == ".json" else data / "transforms.json"
     if not transforms.exists():
         if (data / "transforms_train.json").exists():
-            raise InputError(
+            raise UsageError(
                 f"{data} holds transforms_train.json, a Blender-format scene; "
                 "use the subcommand 'blender-data' (ns-train rff-nerf blender-data ...) or no subcommand"
             )
-        raise InputError(f"{data} has no transforms.json: not a nerfstudio dataset (see ns-process-data)")
+        raise UsageError(f"{data} has no transforms.json: not a nerfstudio dataset (see ns-process-data)")
     _check_transforms(transforms, "a nerfstudio dataset")
 
 
@@ -144,4 +138,4 @@ def check_dataset(dataparser: DataParserConfig, test_mode: TestMode = "val", dat
     elif isinstance(dataparser, NerfstudioDataParserConfig):
         check_nerfstudio_dataset(Path(data))
     elif not Path(data).exists():
-        raise InputError(f"dataset {data} does not exist; pass --data to an existing dataset")
+        raise UsageError(f"dataset {data} does not exist; pass --data to an existing dataset")

@@ -1,6 +1,6 @@
 """The NeRF field of ``rff-nerf``: nerfstudio's ``NeRFField`` fed a (filtered) Fourier feature embedding.
 
-The field is not subclassed: the filter lives in the encoding (:class:`~rff_field.filter.FilteredEncoding`), so
+The field is not subclassed: the filter lives in the encoding (:class:`~rff_field.core.filter.FilteredEncoding`), so
 the only difference between ``rff-nerf`` and its "MLP+PE" baseline is the encoding object given to the field.
 """
 
@@ -14,9 +14,8 @@ import torch
 from nerfstudio.field_components.encodings import Encoding
 from nerfstudio.fields.vanilla_nerf_field import NeRFField
 
-from rff_field.encodings import PositionalEncoding, RandomFourierEncoding
-from rff_field.filter import FilteredEncoding
-from rff_field.networks import FilterInit, initialize_filter
+from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
+from rff_field.core.filter import FilteredEncoding, FilterInit, initialize_filter
 
 EncodingKind = Literal["pe", "rff"]
 PEBands = Literal["nerf", "log-linear"]
@@ -51,7 +50,7 @@ class FourierEncodingSpec:
         filtered: Pass the embedding through the bias-free adaptive filter.
         filter_num_layers: Linear layers of the filter.
         filter_bias: Give the filter biases (ablation only).
-        filter_init: Initialisation of the filter's weights (see :func:`rff_field.networks.initialize_filter`).
+        filter_init: Initialisation of the filter's weights (see :func:`rff_field.inr.config.initialize_filter`).
         filter_init_gain: Gain of the non-default initialisations.
     """
 

@@ -10,7 +10,7 @@ import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
 
-from rff_field.nerf.errors import InputError
+from rff_field.core.errors import UsageError
 from rff_field.nerf.model import RFFNeRFModel, RFFNeRFModelConfig
 
 
@@ -20,27 +20,27 @@ def read_run_config(config_path: Path) -> TrainerConfig:
     The checkpoint folder is taken next to ``config.yml``, so a run can be loaded from any working directory.
 
     Raises:
-        InputError: The file is missing, is not a nerfstudio config, is another method's, or has no checkpoint.
+        UsageError: The file is missing, is not a nerfstudio config, is another method's, or has no checkpoint.
     """
     config_path = Path(config_path)
     hint = "pass the config.yml that ns-train printed at the end of training"
     if not config_path.is_file():
-        raise InputError(f"{config_path} does not exist; {hint}")
+        raise UsageError(f"{config_path} does not exist; {hint}")
     try:
         config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
     except Exception as err:  # yaml errors, or classes of a plugin that is not installed
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"{config_path} is not a readable nerfstudio config ({reason}); {hint}") from None
+        raise UsageError(f"{config_path} is not a readable nerfstudio config ({reason}); {hint}") from None
     if not isinstance(config, TrainerConfig):
-        raise InputError(f"{config_path} is not a nerfstudio config.yml; {hint}")
+        raise UsageError(f"{config_path} is not a nerfstudio config.yml; {hint}")
     if not isinstance(config.pipeline.model, RFFNeRFModelConfig):
-        raise InputError(
+        raise UsageError(
             f"{config_path} is a '{config.method_name}' run, not an rff-nerf one; this command reads runs of "
             "rff-nerf and rff-nerf-lite (use ns-export for other methods)"
         )
     checkpoint_dir = config_path.parent.resolve() / config.relative_model_dir
     if not checkpoint_dir.is_dir() or not any(checkpoint_dir.glob("step-*.ckpt")):
-        raise InputError(f"no checkpoint (step-*.ckpt) in {checkpoint_dir}; train the model first")
+        raise UsageError(f"no checkpoint (step-*.ckpt) in {checkpoint_dir}; train the model first")
     # Absolute, so that the checkpoint is found whatever the current directory.
     config.relative_model_dir = checkpoint_dir
     return config
@@ -58,7 +58,7 @@ def load_rff_pipeline(
         The run's config, its pipeline, the model, and the step of the loaded checkpoint.
 
     Raises:
-        InputError: see :func:`read_run_config`.
+        UsageError: see :func:`read_run_config`.
     """
     config = read_run_config(config_path)
     config.load_dir = config.get_checkpoint_dir()

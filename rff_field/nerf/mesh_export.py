@@ -17,10 +17,11 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.vanilla_nerf_field import NeRFField
 from torch import Tensor
 
-from rff_field.mesh import keep_largest_component, marching_cubes, sample_grid, to_open3d
+from rff_field.common.mesh import keep_largest_component, marching_cubes, sample_grid, to_open3d
+from rff_field.core.errors import UsageError
 
 
-class EmptyMeshError(ValueError):
+class EmptyMeshError(UsageError):
     """The density never crosses the threshold inside the box."""
 
 

@@ -1,7 +1,7 @@
 """``rff-nerf``: vanilla NeRF (coarse + fine fields) whose Fourier embeddings pass through the bias-free filter.
 
 The filter's parameters form the optimizer group ``filter``; every training step, after backward and before the
-optimizers step, :class:`~rff_field.line_search.FilterLineSearch` sets that group's learning rate. With the filter
+optimizers step, :class:`~rff_field.core.line_search.FilterLineSearch` sets that group's learning rate. With the filter
 switched off the model is the "MLP+PE" baseline: the same fields, samplers and losses.
 """
 
@@ -27,18 +27,18 @@ from torch.nn import Parameter
 from torchmetrics.functional import structural_similarity_index_measure
 from torchmetrics.image import PeakSignalNoiseRatio
 
-from rff_field.filter import filter_parameters
-from rff_field.line_search import FilterLineSearch
+from rff_field.core.filter import FilterInit, split_filter_parameters
+from rff_field.core.line_search import FilterLineSearch
+from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search
 from rff_field.nerf.field import EncodingKind, FourierEncodingSpec, PEBands, make_nerf_field
 from rff_field.nerf.lpips import load_lpips
-from rff_field.networks import FilterInit
 
-FILTER_GROUP = "filter"
-"""Name of the optimizer group holding the filter's parameters (its rate is set by the line search)."""
 FIELDS_GROUP = "fields"
 """Name of the optimizer group holding the rest of the fields (the INR)."""
 FILTER_LR_TAG = "learning_rate/filter"
 """Scalar under which the filter's learning rate is logged every step."""
+_FLAT_LINE_SEARCH = ("rule", "direction", "lr_min", "lr_max", "eps", "c1")
+"""The line-search options that configs before ``line_search: LineSearchConfig`` held as ``line_search_<name>``."""
 
 
 @dataclass
@@ -90,22 +90,20 @@ class RFFNeRFModelConfig(ModelConfig):
     """Filter weights at start: PyTorch's default (the paper), or scaled/identity/orthogonal times the gain."""
     filter_init_gain: float = 1.0
     """Gain of the scaled/identity/orthogonal filter initialisations."""
-    line_search: bool = True
-    """Set the filter's learning rate every step by the line search; off: the 'filter' optimizer's constant rate."""
-    line_search_rule: Literal["paper", "balance"] = "paper"
-    """Step-size rule: 'paper' (Algorithm 1 + Armijo check) or 'balance' (deviation: equal predicted decreases)."""
-    line_search_direction: Literal["adam", "gradient"] = "adam"
-    """Update direction of the line search: the Adam step or the negative gradient."""
-    line_search_lr_min: float = 0.0
-    """Lower bound of the filter's learning rate."""
-    line_search_lr_max: float = 1e-3
-    """Upper bound of the filter's learning rate."""
-    line_search_eps: float = 1e-6
-    """Epsilon of the step-size rule."""
-    line_search_c1: float = 1e-3
-    """Armijo sufficient-decrease constant."""
+    line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
+    """The filter's learning rate, set every step by the paper's line search; with ``enabled`` off the 'filter'
+    optimizer's constant rate."""
     compute_lpips: bool = True
     """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
+
+    def __setstate__(self, state: dict) -> None:
+        """Read a ``config.yml`` written before the line-search options moved into ``line_search``."""
+        if not isinstance(state.get("line_search", LineSearchConfig()), LineSearchConfig):
+            old = {
+                name: state.pop(f"line_search_{name}") for name in _FLAT_LINE_SEARCH if f"line_search_{name}" in state
+            }
+            state["line_search"] = LineSearchConfig(enabled=bool(state["line_search"]), **old)
+        self.__dict__.update(state)
 
     def position_spec(self) -> FourierEncodingSpec:
         """The position embedding this config describes."""
@@ -201,11 +199,10 @@ class RFFNeRFModel(Model):
 
     def get_param_groups(self) -> Dict[str, List[Parameter]]:
         """``fields`` (the INR) and, when filtered, ``filter`` (the filters' parameters)."""
-        params = [p for f in self.fields for p in f.parameters()]
-        filter_ids = {id(p) for f in self.fields for p in filter_parameters(f)}
-        groups = {FIELDS_GROUP: [p for p in params if id(p) not in filter_ids]}
-        if filter_ids:
-            groups[FILTER_GROUP] = [p for p in params if id(p) in filter_ids]
+        filter_params, field_params = split_filter_parameters(nn.ModuleList(self.fields))
+        groups = {FIELDS_GROUP: field_params}
+        if filter_params:
+            groups[FILTER_GROUP] = filter_params
         return groups
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
@@ -276,21 +273,15 @@ class RFFNeRFModel(Model):
         if self.line_search is not None:
             self.line_search.remove()
             self.line_search = None
-        if self.config.line_search:
-            groups = self.get_param_groups()
-            self.line_search = FilterLineSearch(
-                filter_params=groups[FILTER_GROUP],
-                inr_params=[p for name, ps in groups.items() if name != FILTER_GROUP for p in ps],
-                optimizers=list(optimizers.optimizers.values()),
-                loss_fn=self.training_loss,
-                direction=self.config.line_search_direction,
-                rule=self.config.line_search_rule,
-                lr_min=self.config.line_search_lr_min,
-                lr_max=self.config.line_search_lr_max,
-                eps=self.config.line_search_eps,
-                c1=self.config.line_search_c1,
-                grad_scaler=training_callback_attributes.grad_scaler,
-            )
+        groups = self.get_param_groups()
+        self.line_search = attach_line_search(
+            self.config.line_search,
+            list(optimizers.optimizers.values()),
+            self.training_loss,
+            filter_params=groups[FILTER_GROUP],
+            inr_params=[p for name, ps in groups.items() if name != FILTER_GROUP for p in ps],
+            grad_scaler=training_callback_attributes.grad_scaler,
+        )
 
         def log_filter_lr(step: int) -> None:
             lr = float(filter_optimizer.param_groups[0]["lr"])

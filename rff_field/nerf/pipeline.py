@@ -10,7 +10,8 @@ from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineC
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch.amp import GradScaler
 
-from rff_field.nerf.checks import InputError, check_dataset, check_model_config
+from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
+from rff_field.nerf.checks import check_dataset, check_model_config
 from rff_field.nerf.model import RFFNeRFModelConfig
 
 
@@ -47,7 +48,7 @@ class RFFPipeline(VanillaPipeline):
             if isinstance(config.model, RFFNeRFModelConfig):
                 check_model_config(config.model)
             check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None))
-        except InputError as err:
+        except UsageError as err:
             CONSOLE.print(f"[bold red]Error:[/bold red] {err}", soft_wrap=True)
-            sys.exit(1)
+            sys.exit(USAGE_EXIT_STATUS)
         super().__init__(config, device, test_mode, world_size, local_rank, grad_scaler)

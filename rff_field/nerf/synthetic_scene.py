@@ -19,6 +19,8 @@ import numpy as np
 from jaxtyping import Float
 from PIL import Image
 
+from rff_field.core.errors import UsageError
+
 CAMERA_ANGLE_X = 0.6911112070083618
 """Horizontal field of view of the NeRF synthetic scenes (radians)."""
 CAMERA_DISTANCE = 4.0
@@ -251,9 +253,9 @@ def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progres
     """
     output_dir = Path(output_dir)
     if output_dir.exists() and any(output_dir.iterdir()):
-        raise FileExistsError(f"{output_dir} is not empty; choose a new folder for the generated scene")
+        raise UsageError(f"{output_dir} is not empty; choose a new folder for the generated scene")
     if spec.image_size < 4 or min(spec.num_train, spec.num_val, spec.num_test) < 1:
-        raise ValueError(f"need image_size >= 4 and at least one view per split, got {spec}")
+        raise UsageError(f"need image_size >= 4 and at least one view per split, got {spec}")
     poses = scene_poses(spec)
     jobs = [(split, i, pose) for split, split_poses in poses.items() for i, pose in enumerate(split_poses)]
     from rich.progress import track

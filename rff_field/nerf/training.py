@@ -51,7 +51,7 @@ def lite_config(
         base: Config to copy instead of ``rff-nerf-lite``'s.
     """
     if base is None:
-        from method_configs.rff_nerf import rff_nerf_lite
+        from rff_field.nerf.method_configs import rff_nerf_lite
 
         base = rff_nerf_lite.config
     config = copy.deepcopy(base)

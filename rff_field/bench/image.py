@@ -1,0 +1,575 @@
+"""``rff-image bench``: one protocol, many methods, a folder of images; resumable jobs and summary tables.
+
+Every (image, variant, iterations) is a job that writes its own folder with ``metrics.json``; a job whose
+``metrics.json`` exists is skipped, so a grid can be interrupted, resumed, split across processes
+(``shard``) or machines (``job``), and summarised at any time. Jobs come in three groups:
+
+* ``main``: every variant on every image (``runs/<image>/<label>``);
+* ``sweep``: the robustness study, ``mlp-rff``/``filtered-rff`` over RFF sigma and the log-linear PE with and
+  without the filter over its scale (``sweep/<image>/<label>``);
+* ``long``: some variants on some images with more iterations (``long/<image>/<label>``).
+
+A *variant* is ``[LABEL:]METHOD[,key=value...]``: a method plus overrides of any ``FitConfig`` or
+``NetworkConfig`` field (``filtered-pe,line_search=false``, ``sig5:mlp-rff,rff_sigma=5``), and the special key
+``match_params=LABEL`` that widens the hidden layers until the network has as many parameters as that variant
+(``match_by=depth``: adds hidden layers instead).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import shutil
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Callable, Optional
+
+import numpy as np
+
+from rff_field.bench.variants import Variant, set_options
+from rff_field.bench.variants import parse_variant as parse_variant_text
+from rff_field.common.options import Flat
+from rff_field.image.data import UsageError, downsample, load_image
+from rff_field.image.fit import FitConfig, resolve_device, run_fit
+from rff_field.image.plots import history_series
+from rff_field.inr.config import NetworkConfig, build_network, count_parameters
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+
+PRESETS: dict[str, str] = {
+    "mlp-pe": "mlp-pe",
+    "mlp-pe-eqparams": "mlp-pe,match_params=filtered-pe",
+    "filtered-pe": "filtered-pe",
+    "filtered-pe-nols": "filtered-pe,line_search.enabled=false",
+    "filtered-pe-bias": "filtered-pe,filter_bias=true",
+    "siren": "siren",
+    "gauss": "gauss",
+    "mlp-rff": "mlp-rff",
+    "mlp-pe-wide": "mlp-pe,pe=loglinear",
+    "wire": "wire",
+    "filtered-rff": "filtered-rff",
+    "filtered-rff-nols": "filtered-rff,line_search.enabled=false",
+    "mlp-rff-eqparams": "mlp-rff,match_params=filtered-rff",
+    "filtered-pe-wide": "filtered-pe,pe=loglinear",
+    "sape": "sape,sape_embedding=rff",
+    "sape-pe": "sape,sape_embedding=pe,pe=loglinear",
+}
+"""Named variants. ``-nols``: constant filter rate (no line search); ``-bias``: filter with biases;
+``-eqparams``: no filter, hidden width raised to the filtered network's total parameters; ``-wide``: the paper's
+log-linear PE (``pe_frequencies`` per axis up to ``pe_scale``: 256 channels by default) instead of WIRE's;
+``sape``/``sape-pe``: SAPE on the RFF / the wide log-linear PE."""
+
+DEFAULT_VARIANTS: tuple[str, ...] = tuple(name for name in PRESETS if not name.startswith("sape"))
+"""Default grid, roughly cheapest first on a CPU (the filter on a 256-channel embedding dominates the cost). The
+SAPE presets are left out so that job numbers of grids started before SAPE existed stay valid; add them with
+``--variants``."""
+
+
+def parse_variant(text: str) -> Variant:
+    """Parse ``[LABEL:]METHOD[,key=value...]`` or a preset name (see :data:`PRESETS`)."""
+    return parse_variant_text(text, PRESETS)
+
+
+def apply_overrides(base: FitConfig, overrides: dict[str, str]) -> FitConfig:
+    """A copy of ``base`` with ``key=value`` overrides of its options (``match_*`` are resolved by the caller)."""
+    config = copy.deepcopy(base)
+    if "match_by" in overrides:
+        match_field(overrides["match_by"])  # fails now, before any training, on an unknown value
+    set_options([config], overrides, skip=("match_params", "match_by"), notify=_notice)
+    return config
+
+
+def _notice(message: str) -> None:
+    print(f"note: {message}")
+
+
+def parameter_count(config: NetworkConfig, channels: int, sidelength: int) -> int:
+    """Trainable parameters of the network ``config`` builds for a 2D image."""
+    return count_parameters(build_network(config, 2, channels, sidelength=sidelength))
+
+
+MATCH_FIELDS = {"width": "hidden_features", "depth": "hidden_layers"}
+"""What ``match_by`` raises to reach the matched parameter count: the hidden width or the number of hidden layers."""
+
+
+def match_field(by: str) -> str:
+    """The NetworkConfig field that ``match_by=by`` raises."""
+    if by not in MATCH_FIELDS:
+        raise UsageError(f"match_by={by}: choose one of {', '.join(MATCH_FIELDS)}")
+    return MATCH_FIELDS[by]
+
+
+def match_size(config: NetworkConfig, target: int, channels: int, sidelength: int, by: str = "width") -> int:
+    """The hidden width (``by="width"``) or hidden-layer count (``"depth"``) whose network's parameter count is
+    closest to ``target`` (bisection; the other dimensions stay as in ``config``)."""
+    name = match_field(by)
+
+    def count(size: int) -> int:
+        return parameter_count(replace(config, **{name: size}), channels, sidelength)
+
+    low, high = (1 if by == "width" else 0), max(2, getattr(config, name))
+    while count(high) < target:
+        high *= 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) < target else (low, mid)
+    return min((low, high), key=lambda size: abs(count(size) - target))
+
+
+@dataclass
+class BenchConfig:
+    """A benchmark: variants x images with one protocol, the robustness sweep, and longer runs."""
+
+    images: Path
+    """Folder of images (PNG/JPEG), e.g. ../shared/data/kodak."""
+    out: Path = Path("outputs/bench-image")
+    """Output folder: one subfolder per job, plus results.json, results.md and figures."""
+    names: tuple[str, ...] = ()
+    """Image names (file stems) to use, in this order; empty: every image in the folder."""
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    """Variants of the main grid: preset names or ``[LABEL:]METHOD[,key=value...]`` (see the module doc)."""
+    fit: Annotated[FitConfig, Flat] = field(
+        default_factory=lambda: FitConfig(iters=5000, network=NetworkConfig(hidden_features=64), log_every=250)
+    )
+    """The protocol shared by every job (a variant overrides some of it)."""
+    downsample: int = 4
+    """Area-downsampling factor of every image (4: Kodak at 192x128, where 3x64 networks have the paper's
+    parameters per value)."""
+    sweep_names: tuple[str, ...] = ("kodim05",)
+    """Images of the robustness sweep (empty: no sweep)."""
+    sweep_sigmas: tuple[float, ...] = (1.0, 5.0, 10.0, 20.0, 40.0)
+    """RFF sigmas of the sweep (mlp-rff and filtered-rff)."""
+    sweep_pe_scales: tuple[float, ...] = (8.0, 16.0, 32.0, 64.0, 128.0)
+    """Log-linear PE scales of the sweep (mlp-pe and filtered-pe with ``pe=loglinear``)."""
+    sweep_iters: Optional[int] = None
+    """Iterations of the sweep runs (default: the protocol's)."""
+    long_names: tuple[str, ...] = ("kodim05",)
+    """Images that also get the long runs (empty: none)."""
+    long_iters: int = 20000
+    """Iterations of the long runs (the paper's 20k)."""
+    long_variants: tuple[str, ...] = ()
+    """Variants of the long runs (empty: those of the main grid)."""
+    reference_variants: tuple[str, ...] = ()
+    """Variants that ``match_params`` may name without running them (e.g. the filtered network whose parameter
+    count a separate invocation's plain MLP matches)."""
+    crops_image: Optional[str] = None
+    """Image shown in the crops figure (default: the first image)."""
+    shard: str = "0/1"
+    """Run only jobs whose index is I modulo N (``I/N``), to split the grid across processes."""
+    job: Optional[int] = None
+    """Run only this job (an index from --list-jobs) and do not summarise."""
+    list_jobs: bool = False
+    """Print the job list (index, status, iterations, estimated relative cost, folder) and exit."""
+    summarize_only: bool = False
+    """Run nothing; rebuild results.json, results.md and the figures from the finished jobs."""
+    overwrite: bool = False
+    """Rerun jobs that already finished (their folders are replaced)."""
+    progress: bool = True
+    """Show a progress bar per job."""
+
+
+@dataclass
+class Job:
+    """One fit of the benchmark."""
+
+    index: int
+    group: str
+    image: str
+    path: Path
+    variant: Variant
+    iters: int
+
+    @property
+    def folder(self) -> Path:
+        return Path({"main": "runs", "sweep": "sweep", "long": "long"}[self.group]) / self.image / self.variant.label
+
+
+def list_images(folder: Path, names: tuple[str, ...]) -> list[Path]:
+    """The images of ``folder`` (sorted), or those named, in the given order."""
+    if not folder.is_dir():
+        raise UsageError(f"--images {folder} is not a folder; give a folder of PNG/JPEG images")
+    available = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES}
+    if not available:
+        raise UsageError(f"no PNG/JPEG images in {folder}")
+    if not names:
+        return list(available.values())
+    missing = [name for name in names if name not in available]
+    if missing:
+        raise UsageError(f"no image named {', '.join(missing)} in {folder} (names are file stems, e.g. kodim05)")
+    return [available[name] for name in names]
+
+
+def sweep_variants(config: BenchConfig) -> list[Variant]:
+    """The robustness sweep's variants."""
+    out = []
+    for sigma in config.sweep_sigmas:
+        for method in ("mlp-rff", "filtered-rff"):
+            out.append(parse_variant(f"{method}-sigma{sigma:g}:{method},rff_sigma={sigma:g}"))
+    for scale in config.sweep_pe_scales:
+        for method in ("mlp-pe", "filtered-pe"):
+            out.append(parse_variant(f"{method}-scale{scale:g}:{method},pe=loglinear,pe_scale={scale:g}"))
+    return out
+
+
+def build_jobs(config: BenchConfig) -> list[Job]:
+    """Every job, in running order: main grid (variant-major), then the sweep, then the long runs."""
+    images = list_images(config.images, config.names)
+    variants = [parse_variant(v) for v in config.variants]
+    labels = [v.label for v in variants]
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"two variants share a label in {labels}; give them distinct LABEL: prefixes")
+    jobs: list[Job] = []
+
+    def add(group: str, paths: list[Path], group_variants: list[Variant], iters: int) -> None:
+        for variant in group_variants:
+            for path in paths:
+                jobs.append(Job(len(jobs), group, path.stem, path, variant, iters))
+
+    add("main", images, variants, config.fit.iters)
+    if config.sweep_names and (config.sweep_sigmas or config.sweep_pe_scales):
+        add("sweep", list_images(config.images, config.sweep_names), sweep_variants(config),
+            config.sweep_iters or config.fit.iters)  # fmt: skip
+    if config.long_names:
+        long_variants = [parse_variant(v) for v in config.long_variants] if config.long_variants else variants
+        add("long", list_images(config.images, config.long_names), long_variants, config.long_iters)
+    for job in jobs:  # resolve every variant's overrides now, so that a bad one fails before any training
+        apply_overrides(config.fit, job.variant.overrides)
+    return jobs
+
+
+def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) -> FitConfig:
+    """The FitConfig of a job, with ``match_params`` resolved for this image."""
+    fit = apply_overrides(config.fit, job.variant.overrides)
+    fit.iters = job.iters
+    target_label = job.variant.overrides.get("match_params")
+    if target_label:
+        specs = (*config.variants, *config.long_variants, *config.reference_variants, *PRESETS)
+        known = {v.label: v for v in map(parse_variant, specs)}
+        if target_label not in known:
+            raise UsageError(
+                f"match_params={target_label}: no variant with that label; name one of --variants, or add it "
+                "to --reference-variants"
+            )
+        target = apply_overrides(config.fit, known[target_label].overrides).network
+        target_params = parameter_count(target, channels, sidelength)
+        by = job.variant.overrides.get("match_by", "width")
+        setattr(fit.network, match_field(by),
+                match_size(fit.network, target_params, channels, sidelength, by))  # fmt: skip
+    return fit
+
+
+def estimated_cost(config: BenchConfig, job: Job) -> float:
+    """A rough relative cost (iterations x parameters, complex WIRE x4) to order jobs cheapest first."""
+    image = load_image(job.path)
+    height, width, channels = image.pixels.shape
+    height, width = height // config.downsample, width // config.downsample
+    fit = job_config(config, job, channels, max(height, width))
+    params = parameter_count(fit.network, channels, max(height, width))
+    return job.iters * params * (4 if fit.network.method == "wire" else 1) * height * width / 1e9
+
+
+def _status(config: BenchConfig, job: Job) -> str:
+    return "done" if (config.out / job.folder / "metrics.json").exists() else "pending"
+
+
+def protocol_of(config: BenchConfig) -> dict:
+    """What must agree between runs written into one folder."""
+    fit = asdict(config.fit)
+    for key in ("device", "log_every", "lpips", "dump_embedding", "cache_embedding", "error_vmax"):
+        fit.pop(key)
+    return {"fit": fit, "downsample": config.downsample}
+
+
+def _conflicts(stored: dict, current: dict, prefix: str = "") -> list[str]:
+    """Keys present in both protocols with different values (options added later are not conflicts)."""
+    out = []
+    for key in stored.keys() & current.keys():
+        if isinstance(stored[key], dict) and isinstance(current[key], dict):
+            out += _conflicts(stored[key], current[key], f"{prefix}{key}.")
+        elif stored[key] != current[key]:
+            out.append(prefix + key)
+    return sorted(out)
+
+
+def _check_out(config: BenchConfig) -> None:
+    out = config.out
+    marker = out / "bench.json"
+    protocol = protocol_of(config)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a folder")
+    foreign = [p for p in out.iterdir() if not p.name.startswith(".") and p.name != "logs"] if out.is_dir() else []
+    if foreign and not marker.exists():
+        raise UsageError(f"{out} is not empty and holds no benchmark (bench.json); choose another --out")
+    if marker.exists():
+        stored = json.loads(marker.read_text()).get("protocol", {})
+        conflicts = _conflicts(stored, json.loads(json.dumps(protocol)))
+        if conflicts and not config.overwrite:
+            raise UsageError(
+                f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see {marker}); use "
+                "another --out, or --overwrite to rerun every job with this one"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    if not marker.exists() or config.overwrite:
+        partial = out / f".bench.json.{os.getpid()}"
+        partial.write_text(json.dumps({"protocol": protocol}, indent=1) + "\n")
+        os.replace(partial, marker)  # atomic: parallel jobs may read it
+
+
+def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: dict[str, str]) -> int:
+    """Symlink every finished job folder (``{runs,sweep,long}/<image>/<label>``) of the source folders into
+    ``out`` (a source's ``runs`` jobs go to the group given with it, if any)."""
+    out.mkdir(parents=True, exist_ok=True)
+    first = sources[0][0] / "bench.json"
+    if not (out / "bench.json").exists() and first.exists():
+        shutil.copy(first, out / "bench.json")
+    linked = {}
+    for source, main_group in sources:
+        for metrics in sorted(source.glob("*/*/*/metrics.json")):
+            group, image, label = metrics.parent.relative_to(source).parts
+            group = main_group if group == "runs" and main_group else group
+            if group in ("runs", "sweep", "long"):
+                linked[(group, image, aliases.get(label, label))] = metrics.parent.resolve()
+    for (group, image, label), folder in linked.items():
+        target = out / group / image / label
+        if target.is_symlink():
+            target.unlink()
+        elif target.exists():
+            continue  # a job run in this folder itself
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(folder, target_is_directory=True)
+    return len(linked)
+
+
+def run_job(config: BenchConfig, job: Job, notify: Callable[[str], None]) -> dict:
+    """Fit one job and write its folder; returns its metrics."""
+    image = load_image(job.path)
+    pixels = downsample(image.pixels, config.downsample)
+    height, width, channels = pixels.shape
+    fit = job_config(config, job, channels, max(height, width))
+    extra = {"label": job.variant.label, "variant": job.variant.spec, "group": job.group}
+    return run_fit(job.path, config.out / job.folder, fit, config.downsample, overwrite=True,
+                   progress=config.progress, notify=notify, extra_metrics=extra)  # fmt: skip
+
+
+def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:
+    """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
+    notify = notify or (lambda message: print(f"note: {message}"))
+    jobs = build_jobs(config)
+    if config.list_jobs:
+        for job in jobs:
+            print(f"{job.index}\t{_status(config, job)}\t{job.iters}\t{estimated_cost(config, job):.3g}\t{job.folder}")
+        return None
+    resolve_device(config.fit.device)
+    if config.summarize_only:
+        return summarize(config, jobs)
+    _check_out(config)
+    if config.job is not None:
+        if not 0 <= config.job < len(jobs):
+            raise UsageError(f"--job {config.job} is out of range: there are {len(jobs)} jobs (see --list-jobs)")
+        todo = [jobs[config.job]]
+    else:
+        shard, count = _parse_shard(config.shard)
+        todo = [job for job in jobs if job.index % count == shard]
+    for job in todo:
+        if _status(config, job) == "done" and not config.overwrite:
+            continue
+        print(f"job {job.index}/{len(jobs)}: {job.folder} ({job.iters} iterations)")
+        run_job(config, job, notify)
+    if config.job is not None:
+        return None
+    return summarize(config, jobs)
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    try:
+        shard, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard {text!r}: expected I/N, e.g. 0/2") from None
+    if count < 1 or not 0 <= shard < count:
+        raise UsageError(f"--shard {text!r}: need 0 <= I < N")
+    return shard, count
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Summaries
+
+SUMMARY_KEYS = ("psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter", "num_params", "num_filter_params",
+                "params_per_value", "embedding_dim")  # fmt: skip
+
+
+def _line_search_config(fit: dict) -> dict:
+    """The line-search options of a stored FitConfig (runs written before ``line_search`` was nested kept them
+    at the top level)."""
+    if isinstance(fit.get("line_search"), dict):
+        return fit["line_search"]
+    return {
+        "rule": fit.get("rule", "paper"),
+        "direction": fit.get("direction", "adam"),
+        "lr_max": fit.get("lr_max", 1e-3),
+    }
+
+
+def run_summary(metrics: dict) -> dict:
+    """The per-run row of results.json (no histories)."""
+    row = {key: metrics.get(key) for key in ("label", "variant", "group", "method", "image", "iters", *SUMMARY_KEYS)}
+    network = metrics["config"]["network"]
+    for key in ("hidden_features", "pe", "pe_scale", "pe_frequencies", "rff_sigma", "rff_frequencies"):
+        row[key] = network[key]
+    _, lrs = history_series(metrics.get("filter_lr_history"))
+    if len(lrs):
+        lr_max = _line_search_config(metrics["config"])["lr_max"]
+        row["filter_lr_final"] = lrs[-1]
+        row["filter_lr_median"] = float(np.median(lrs))
+        row["filter_lr_at_max"] = float(np.mean(np.isclose(lrs, lr_max))) if metrics.get("line_search") else None
+    row["machine"] = metrics.get("machine")
+    return row
+
+
+def _mean(values: list) -> Optional[float]:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(values)) if values else None
+
+
+def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
+    """Collect finished jobs into results.json / results.md and draw the figures."""
+    runs: list[dict] = []
+    histories: dict[tuple[str, str, str], dict] = {}
+    for job in jobs:
+        path = config.out / job.folder / "metrics.json"
+        if path.exists():
+            metrics = json.loads(path.read_text())
+            # the job's own label and group: a run linked in from another folder may have been stored under
+            # another name (e.g. a study label, or the main group of a longer bench)
+            runs.append(run_summary(metrics) | {"label": job.variant.label, "group": job.group,
+                                                "variant": job.variant.spec})  # fmt: skip
+            histories[(job.group, job.image, job.variant.label)] = metrics
+    groups: dict[str, dict] = {}
+    for group in ("main", "sweep", "long"):
+        rows = [r for r in runs if r["group"] == group]
+        labels = list(dict.fromkeys(r["label"] for r in rows))
+        means = {}
+        for label in labels:
+            mine = [r for r in rows if r["label"] == label]
+            means[label] = {key: _mean([r[key] for r in mine]) for key in SUMMARY_KEYS}
+            means[label]["images"] = len(mine)
+            means[label]["variant"] = mine[0]["variant"]
+            means[label]["hidden_features"] = mine[0]["hidden_features"]
+        groups[group] = {"means": means, "runs": rows}
+    total = len(jobs)
+    summary = {
+        "protocol": protocol_of(config),
+        "images_folder": str(config.images),
+        "machines": sorted({r["machine"] for r in runs if r.get("machine")}),
+        "jobs_done": len(runs),
+        "jobs_total": total,
+        "groups": groups,
+    }
+    config.out.mkdir(parents=True, exist_ok=True)
+    (config.out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (config.out / "results.md").write_text(results_markdown(summary))
+    from rff_field.image.plots import plot_bench_curves, plot_crops, plot_sweep
+
+    crops_image = config.crops_image or (jobs[0].image if jobs else None)
+    if crops_image:
+        main_jobs = [j for j in jobs if j.group == "main" and j.image == crops_image]
+        done = [(j.variant.label, config.out / j.folder, histories.get(("main", j.image, j.variant.label)))
+                for j in main_jobs if ("main", j.image, j.variant.label) in histories]  # fmt: skip
+        if done:
+            target = downsample(load_image(main_jobs[0].path).pixels, config.downsample)
+            plot_crops(target, done, config.out / f"crops_{crops_image}.png", title=crops_image)
+            plot_crops(target, done, config.out / f"crops_flat_{crops_image}.png", title=crops_image, flat=True)
+            plot_bench_curves(done, config.out / f"curves_{crops_image}.png", title=crops_image)
+    if groups["sweep"]["runs"]:
+        plot_sweep(groups["sweep"]["runs"], config.out / "sweep.png")
+    return summary
+
+
+def _fmt(value: Optional[float], digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def _fmt_params(value: Optional[float]) -> str:
+    return "–" if value is None else f"{int(round(value)):,}"
+
+
+def results_markdown(summary: dict) -> str:
+    """results.md: mean table per group, per-image best PSNR tables, and the sweep."""
+    protocol = summary["protocol"]
+    fit = protocol["fit"]
+    search = _line_search_config(fit)
+    lines = [
+        "# Image regression benchmark",
+        "",
+        f"Images: `{summary['images_folder']}` downsampled x{protocol['downsample']}; "
+        f"{fit['network']['hidden_layers'] + 1} hidden layers of {fit['network']['hidden_features']} (WIRE: "
+        f"int(width/sqrt 2) complex), Adam, lr decay {fit['lr_decay']}^(t/T), batch {fit['batch_size']}, "
+        f"seed {fit['seed']}, line search rule `{search['rule']}`, direction `{search['direction']}`, "
+        f"lr_max {search['lr_max']:g}.",
+        f"Machine(s): {'; '.join(summary['machines']) or 'n/a'}. Jobs finished: {summary['jobs_done']} of "
+        f"{summary['jobs_total']}.",
+        "",
+        "PSNR: final (after the last step) and best (over iterations, the paper's measure), in dB; SSIM and LPIPS "
+        "on the final reconstruction (LPIPS – when its weights were unavailable); s/it: seconds per iteration; "
+        "params/value: trainable parameters per fitted pixel value. Means are over the images a row has finished "
+        "(column `images`): compare rows with the same count.",
+    ]
+    if len(summary["machines"]) > 1:
+        lines += ["", "The runs come from several machines: each s/it is that run's own wall time on its machine, so "
+                  "s/it is not comparable between rows (quality is: same protocol and seed). Compare speed only "
+                  "with a side-by-side measurement (scripts/time_image_methods.py)."]  # fmt: skip
+    titles = {"main": "Main grid", "sweep": "Robustness sweep", "long": "Long runs"}
+    for group in ("main", "long", "sweep"):
+        data = summary["groups"][group]
+        if not data["runs"]:
+            continue
+        iters = sorted({r["iters"] for r in data["runs"]})
+        lines += ["", f"## {titles[group]} ({', '.join(map(str, iters))} iterations)", ""]
+        if group != "sweep":
+            lines += [
+                "| variant | spec | images | PSNR | best PSNR | SSIM | LPIPS | s/it | params | filter params | "
+                "params/value |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for label, m in data["means"].items():
+                lines.append(
+                    f"| {label} | `{m['variant']}` (width {m['hidden_features']}) | {m['images']} | {_fmt(m['psnr'])} "
+                    f"| {_fmt(m['best_psnr'])} | {_fmt(m['ssim'], 4)} | {_fmt(m['lpips'], 4)} | "
+                    f"{_fmt(m['seconds_per_iter'], 4)} | {_fmt_params(m['num_params'])} | "
+                    f"{_fmt_params(m['num_filter_params'])} | {_fmt(m['params_per_value'], 3)} |"
+                )
+        lines += _per_image_table(data["runs"])
+        filtered = [r for r in data["runs"] if r.get("filter_lr_median") is not None]
+        if filtered and group != "sweep":
+            lines += ["", "Filter learning rate (line search: fraction of steps at lr_max):", ""]
+            lines += ["| variant | image | final | median | at lr_max |", "|---|---|---:|---:|---:|"]
+            for r in filtered:
+                lines.append(
+                    f"| {r['label']} | {r['image']} | {r['filter_lr_final']:.3g} | {r['filter_lr_median']:.3g} | "
+                    f"{_fmt(r['filter_lr_at_max'], 3)} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def _per_image_table(rows: list[dict]) -> list[str]:
+    images = list(dict.fromkeys(r["image"] for r in rows))
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    by = {(r["label"], r["image"]): r for r in rows}
+    out = ["", "Per image, best PSNR / final PSNR / SSIM / s/it:", ""]
+    out.append("| variant | " + " | ".join(images) + " |")
+    out.append("|---|" + "---:|" * len(images))
+    for label in labels:
+        cells = []
+        for image in images:
+            r = by.get((label, image))
+            cells.append(
+                "–"
+                if r is None
+                else f"{_fmt(r['best_psnr'])} / {_fmt(r['psnr'])} / {_fmt(r['ssim'], 3)} / "
+                f"{_fmt(r['seconds_per_iter'], 3)}"
+            )
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return out

@@ -1,0 +1,72 @@
+"""What every console script shares: option names of earlier versions, one-line errors and exit statuses.
+
+Each command is a dataclass with a ``main()`` (tyro parses it); :func:`run_command` turns a
+:class:`~rff_field.core.errors.UsageError` into one line on stderr and exit status 2, a diverged training into
+exit status 3, and Ctrl-C into 130.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping, Optional, Sequence
+
+import tyro
+
+from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
+
+LINE_SEARCH_FLAGS = {
+    "--line-search": "--line-search.enabled",
+    "--no-line-search": "--line-search.no-enabled",
+}
+"""Flags of earlier versions that every command with a line search accepts."""
+
+
+def translate_legacy_flags(argv: Sequence[str], legacy: Mapping[str, str]) -> list[str]:
+    """``argv`` with flags of earlier versions renamed, each with a notice on stderr."""
+    out = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if name in legacy:
+            print(f"note: {name} is now {legacy[name]}", file=sys.stderr)
+            arg = legacy[name] + eq + value
+        out.append(arg)
+    return out
+
+
+def call_main(prog: str, command: Any) -> tuple[int, Any]:
+    """Run ``command.main()``; returns (exit status, its result). User errors print one line on stderr."""
+    try:
+        return 0, command.main()
+    except UsageError as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return USAGE_EXIT_STATUS, None
+    except TrainingDiverged as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return DIVERGED_EXIT_STATUS, None
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130, None
+
+
+def run_command(
+    prog: str,
+    command_type: Any,
+    description: str,
+    legacy_flags: Mapping[str, str] = {},
+    args: Optional[Sequence[str]] = None,
+) -> Any:
+    """Parse the command line into ``command_type`` and run its ``main()``; exits on user errors.
+
+    Args:
+        prog: The console script's name, for messages.
+        command_type: A command dataclass, or a Union of subcommands.
+        description: Shown by ``--help``.
+        legacy_flags: Flags of earlier versions and their current names.
+        args: The arguments (default: ``sys.argv[1:]``).
+    """
+    argv = translate_legacy_flags(sys.argv[1:] if args is None else args, legacy_flags)
+    status, result = call_main(prog, tyro.cli(command_type, args=argv, description=description))
+    if status:
+        sys.exit(status)
+    return result

@@ -1,0 +1,143 @@
+"""Fourier feature embeddings: on-axis positional encoding (PE) and random Fourier features (RFF).
+
+Both compute ``gamma(v) = [sin(2 pi b_i . v), cos(2 pi b_i . v)]`` and subclass nerfstudio's ``Encoding``,
+so they plug into nerfstudio fields unchanged. Without nerfstudio installed (e.g. on a bare GPU machine) they
+subclass a minimal stand-in with the same interface, so the core needs only torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from rff_field.core.errors import UsageError
+
+try:
+    from nerfstudio.field_components.encodings import Encoding
+except ImportError:
+
+    class Encoding(nn.Module):  # type: ignore[no-redef]
+        """The part of nerfstudio's ``Encoding`` interface that this package uses."""
+
+        def __init__(self, in_dim: int) -> None:
+            if in_dim <= 0:
+                raise ValueError("Input dimension should be greater than zero")
+            super().__init__()
+            self.in_dim = in_dim
+            self.out_dim: Optional[int] = None
+
+        def get_out_dim(self) -> int:
+            raise NotImplementedError
+
+
+class PositionalEncoding(Encoding):
+    """On-axis positional encoding with log-linearly spaced frequencies ``b_i = scale**(i / N)``, i = 1..N.
+
+    Every input dimension is encoded with every frequency. Features are ordered
+    ``[input?, sin(all dims x all freqs), cos(all dims x all freqs)]``.
+
+    Args:
+        in_dim: Number of input coordinates.
+        num_frequencies: Frequencies per input dimension (N).
+        scale: Highest frequency (s); the frequencies are ``s**(i/N)``.
+        include_input: Prepend the raw coordinates to the features.
+        frequencies: Explicit frequencies, overriding ``num_frequencies``/``scale`` (used by the presets).
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        num_frequencies: int,
+        scale: float,
+        include_input: bool = False,
+        frequencies: Optional[Tensor] = None,
+    ) -> None:
+        super().__init__(in_dim)
+        if frequencies is None:
+            if num_frequencies <= 0 or scale <= 0:
+                raise UsageError(f"num_frequencies and scale must be positive, got {num_frequencies} and {scale}")
+            exponents = torch.arange(1, num_frequencies + 1, dtype=torch.float64) / num_frequencies
+            frequencies = torch.as_tensor(scale, dtype=torch.float64) ** exponents
+        self.register_buffer("frequencies", torch.as_tensor(frequencies, dtype=torch.float32).flatten())
+        self.num_frequencies = int(self.frequencies.numel())
+        self.scale = float(scale)
+        self.include_input = include_input
+
+    @classmethod
+    def nerf(cls, in_dim: int, num_frequencies: int, include_input: bool = True) -> "PositionalEncoding":
+        """NeRF's bands ``b = 2**k``, k = 0..L-1 (features ``sin(2 pi 2**k x)``, as nerfstudio's NeRFEncoding)."""
+        freqs = 2.0 ** torch.arange(num_frequencies, dtype=torch.float64)
+        return cls(in_dim, num_frequencies, float(freqs[-1]), include_input, frequencies=freqs)
+
+    @classmethod
+    def wire(cls, in_dim: int, sidelength: int) -> "PositionalEncoding":
+        """The WIRE repository's Nyquist-limited encoding for coordinates in [-1, 1].
+
+        ``L = floor(log2(sidelength / 4))`` bands with features ``sin(2**k pi x)`` (frequencies ``2**(k-1)``),
+        k = 0..L-1, input included: 22 features for a 2D image whose short side is 128.
+        """
+        num_frequencies = int(math.floor(math.log2(sidelength / 4)))
+        if num_frequencies < 1:
+            raise UsageError(f"sidelength {sidelength} is too small for a Nyquist-limited encoding (need >= 8)")
+        freqs = 2.0 ** (torch.arange(num_frequencies, dtype=torch.float64) - 1)
+        return cls(in_dim, num_frequencies, float(freqs[-1]), include_input=True, frequencies=freqs)
+
+    def get_out_dim(self) -> int:
+        assert self.in_dim is not None
+        return self.in_dim * 2 * self.num_frequencies + (self.in_dim if self.include_input else 0)
+
+    def forward(
+        self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
+    ) -> Float[Tensor, "*bs output_dim"]:
+        del covs  # integrated encodings are not part of the method
+        phase = 2 * math.pi * in_tensor[..., None] * self.frequencies  # [*bs, in_dim, N]
+        phase = phase.flatten(-2)
+        features = [torch.sin(phase), torch.cos(phase)]
+        if self.include_input:
+            features.insert(0, in_tensor)
+        return torch.cat(features, dim=-1)
+
+
+class RandomFourierEncoding(Encoding):
+    """Random Fourier features (Tancik et al. 2020): ``B ~ N(0, sigma^2)``, fixed after construction.
+
+    ``B`` is a buffer, so a checkpoint reproduces the embedding exactly.
+
+    Args:
+        in_dim: Number of input coordinates.
+        num_frequencies: Number of random frequency vectors (output has twice as many features).
+        sigma: Standard deviation of the frequencies.
+        include_input: Prepend the raw coordinates to the features.
+        seed: Seed of the generator that draws ``B`` (independent of the global RNG).
+    """
+
+    def __init__(
+        self, in_dim: int, num_frequencies: int, sigma: float, include_input: bool = False, seed: int = 0
+    ) -> None:
+        super().__init__(in_dim)
+        if num_frequencies <= 0 or sigma <= 0:
+            raise UsageError(f"num_frequencies and sigma must be positive, got {num_frequencies} and {sigma}")
+        generator = torch.Generator().manual_seed(seed)
+        self.register_buffer("B", torch.randn(num_frequencies, in_dim, generator=generator) * sigma)
+        self.num_frequencies = num_frequencies
+        self.sigma = float(sigma)
+        self.include_input = include_input
+        self.seed = seed
+
+    def get_out_dim(self) -> int:
+        assert self.in_dim is not None
+        return 2 * self.num_frequencies + (self.in_dim if self.include_input else 0)
+
+    def forward(
+        self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
+    ) -> Float[Tensor, "*bs output_dim"]:
+        del covs
+        phase = 2 * math.pi * in_tensor @ self.B.T
+        features = [torch.sin(phase), torch.cos(phase)]
+        if self.include_input:
+            features.insert(0, in_tensor)
+        return torch.cat(features, dim=-1)

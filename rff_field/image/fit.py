@@ -1,0 +1,492 @@
+"""2D image regression: fit a coordinate network to one image (the WIRE repository's protocol).
+
+Plain Python, no command-line dependency: ``fit_image(pixels, FitConfig(...))`` trains and returns a
+:class:`FitResult`; ``write_fit_outputs`` writes ``reconstruction.png``, ``error.png``, ``curves.png`` and
+``metrics.json``; ``run_fit`` does both from a file path. ``rff-image fit`` (``rff_field.cli.image``) is a thin
+front end.
+
+Protocol (WIRE repository, image representation): coordinates in [-1, 1]; full batch up to ``batch_size``
+pixels, shuffled mini-batches beyond (one iteration = one pass over the image, as that repository counts);
+Adam, with the learning rate scaled by ``min(1, batch_size / pixels)`` and decayed by ``0.1**(t / T)``;
+PSNR of an iteration from the training MSE of its pass (before the update), so it costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Callable, Literal, Optional
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from rff_field.common.options import NoPrefix
+from rff_field.core.errors import UsageError
+from rff_field.core.filter import FilteredEncoding
+from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
+from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
+from rff_field.image.metrics import image_metrics, psnr_from_mse
+from rff_field.inr.config import METHODS, NetworkConfig, build_network, count_parameters
+from rff_field.inr.mlp import FourierFeatureMLP
+
+IMAGE_METHODS: tuple[str, ...] = (*METHODS, "sape")
+"""Every method ``rff-image`` fits (SAPE is 2D-only, so it is not in ``networks.METHODS``)."""
+
+DEFAULT_LR = {"wire": 5e-3, "siren": 1e-3, "gauss": 1e-3}
+"""Learning rates of the WIRE repository / DESIGN.md; every other method (ReLU + PE/RFF, filtered) uses 1e-3."""
+
+OUTPUT_FILES = ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png")
+
+
+@dataclass
+class FitConfig:
+    """How to fit one image: the network and the optimisation (defaults: the WIRE repository's image fitting)."""
+
+    network: Annotated[NetworkConfig, NoPrefix] = field(default_factory=NetworkConfig)
+    """The coordinate network."""
+    iters: int = 2000
+    """Iterations (passes over the image; one optimizer step each when the image fits in one batch)."""
+    lr: Optional[float] = None
+    """Learning rate of the INR (everything but the filter); default per method: WIRE 5e-3, others 1e-3."""
+    lr_decay: float = 0.1
+    """The INR's rate decays as ``lr * lr_decay**(t / iters)`` (LambdaLR, WIRE repository)."""
+    batch_size: int = 65536
+    """Pixels per optimizer step: full batch up to this many pixels, shuffled mini-batches beyond."""
+    scale_lr_with_batch: bool = True
+    """Multiply the learning rates by ``min(1, batch_size / pixels)`` as the WIRE repository does."""
+    line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
+    """The filter's learning rate, set every step by the paper's line search (filtered methods only)."""
+    filter_lr: float = 1e-3
+    """Without the line search: the filter's learning rate."""
+    filter_schedule: bool = False
+    """Without line search: decay the filter's rate with the INR's schedule instead of keeping it constant."""
+    seed: int = 0
+    """Seed of the network's initialisation and the mini-batch order (RFF frequencies use ``rff_seed``)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train: ``auto`` picks CUDA when available."""
+    log_every: int = 50
+    """Iterations between progress updates (each costs one device synchronisation)."""
+    lpips: bool = True
+    """Compute LPIPS (needs AlexNet weights: downloaded once, skipped with a notice when offline)."""
+    dump_embedding: int = 0
+    """Write ``embedding.png`` with this many channels of the embedding (and of the filtered embedding) over the
+    image; 0 writes none."""
+    cache_embedding: bool = True
+    """Compute the fixed Fourier embedding of the pixel grid once instead of every step (same result, faster)."""
+    error_vmax: float = 0.1
+    """Absolute error mapped to the top of the colour scale of ``error.png``."""
+
+    def inr_lr(self) -> float:
+        """The INR's base learning rate (before batch scaling and decay)."""
+        return self.lr if self.lr is not None else DEFAULT_LR.get(self.network.method, 1e-3)
+
+
+@dataclass
+class FitResult:
+    """What a fit produced.
+
+    Args:
+        metrics: Everything that goes into ``metrics.json``.
+        reconstruction: The final network output on the pixel grid (not clipped).
+        target: The fitted image.
+        embedding: Channels ``[K, H, W]`` of the embedding, filtered and not, when requested.
+    """
+
+    metrics: dict
+    reconstruction: Float[Tensor, "H W C"]
+    target: Float[Tensor, "H W C"]
+    embedding: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without CUDA is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu or auto")
+    return torch.device(device)
+
+
+def machine_description(device: torch.device) -> str:
+    """A one-line description of the hardware a run used."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA), torch {torch.__version__}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}"
+
+
+class _Forward:
+    """The network's forward pass on pixel indices, with the fixed embedding of the grid computed once.
+
+    For ``mlp-*``/``filtered-*`` networks the Fourier embedding of the pixel grid does not change during
+    training; with ``cache`` it is computed once and only the filter and MLP run every step.
+    """
+
+    def __init__(self, model: nn.Module, coords: Float[Tensor, "N 2"], cache: bool) -> None:
+        self.model = model
+        self.coords = coords
+        self.features: Optional[Tensor] = None
+        if cache and isinstance(model, FourierFeatureMLP):
+            encoding = model.encoding
+            base = encoding.encoding if isinstance(encoding, FilteredEncoding) else encoding
+            with torch.no_grad():
+                self.features = base(coords)
+
+    def __call__(self, index: Optional[Tensor] = None) -> Tensor:
+        if self.features is None:
+            return self.model(self.coords if index is None else self.coords[index])
+        gamma = self.features if index is None else self.features[index]
+        encoding = self.model.encoding
+        if isinstance(encoding, FilteredEncoding):
+            gamma = encoding.filter(gamma) * gamma
+        return self.model.mlp(gamma)
+
+
+def fit_image(
+    pixels: Float[Tensor, "H W C"],
+    config: FitConfig,
+    name: str = "image",
+    progress: bool = True,
+    notify: Optional[Callable[[str], None]] = None,
+) -> FitResult:
+    """Fit ``config.network`` to an image of values in [0, 1].
+
+    Args:
+        pixels: The image.
+        config: Network and optimisation settings.
+        name: Name of the image, recorded in the metrics.
+        progress: Show a rich progress bar with the current PSNR.
+        notify: Called with one-line notices (e.g. LPIPS unavailable); default: print them.
+    """
+    notify = notify or (lambda message: print(f"note: {message}"))
+    if config.iters < 1:
+        raise UsageError(f"--iters must be at least 1, got {config.iters}")
+    if config.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1, got {config.batch_size}")
+    device = resolve_device(config.device)
+    height, width, channels = pixels.shape
+    num_pixels = height * width
+    torch.manual_seed(config.seed)
+    model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
+    coords = pixel_coordinates(height, width).to(device)
+    target = pixels.reshape(-1, channels).to(device=device, dtype=torch.float32)
+    forward = _Forward(model, coords, config.cache_embedding)
+    progressive = model if hasattr(model, "observe_error") else None  # SAPE
+    if progressive is not None:
+        progressive.configure(config.iters)
+
+    batch_scale = min(1.0, config.batch_size / num_pixels) if config.scale_lr_with_batch else 1.0
+    inr_lr = config.inr_lr() * batch_scale
+    decay = lambda step: config.lr_decay ** min(step / config.iters, 1.0)  # noqa: E731
+    constant = lambda step: 1.0  # noqa: E731
+    scheduled = config.filter_schedule and not config.line_search.enabled
+    optimizer = torch.optim.Adam(named_param_groups(model, inr_lr, config.filter_lr * batch_scale))
+    filter_group = param_group(optimizer, FILTER_GROUP)
+    lambdas = [decay if group is not filter_group or scheduled else constant for group in optimizer.param_groups]
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)
+    step_loss: dict[str, Tensor] = {}
+    line_search = attach_line_search(config.line_search, optimizer, loss_fn=lambda: step_loss["loss"])
+
+    mse_history = torch.zeros(config.iters, device=device, dtype=torch.float64)
+    filter_lr_history: list[float] = []
+    search_history: dict[str, list[float]] = {"loss": [], "d_filter": [], "lr_d_inr": []}
+    full_batch = num_pixels <= config.batch_size
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+
+    bar, task = _progress_bar(progress, config.iters, name, config.network.method)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    with bar if bar is not None else contextlib.nullcontext():
+        for it in range(config.iters):
+            if full_batch:
+                prediction = forward()
+                loss = torch.mean((prediction - target) ** 2)
+                step_loss["loss"] = loss
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                mse_history[it] = loss.detach()
+                if progressive is not None:
+                    progressive.observe_error((prediction.detach() - target).square().mean(-1), coords)
+            else:
+                order = torch.randperm(num_pixels, device=device, generator=generator)
+                sse = torch.zeros((), device=device, dtype=torch.float64)
+                for begin in range(0, num_pixels, config.batch_size):
+                    index = order[begin : begin + config.batch_size]
+                    prediction = forward(index)
+                    loss = torch.mean((prediction - target[index]) ** 2)
+                    step_loss["loss"] = loss
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    sse += loss.detach() * index.numel()
+                    if progressive is not None:
+                        error = (prediction.detach() - target[index]).square().mean(-1)
+                        progressive.observe_error(error, coords[index])
+                mse_history[it] = sse / num_pixels
+            scheduler.step()
+            if progressive is not None:
+                progressive.end_iteration(it)
+            if filter_group is not None:
+                filter_lr_history.append(line_search.history[-1] if line_search is not None else filter_group["lr"])
+                if line_search is not None:
+                    for key in search_history:
+                        search_history[key].append(line_search.last[key])
+            if bar is not None and ((it + 1) % config.log_every == 0 or it + 1 == config.iters):
+                bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds_per_iter = (time.perf_counter() - start) / config.iters
+    if line_search is not None:
+        line_search.remove()
+
+    with torch.no_grad():
+        reconstruction = forward().reshape(height, width, channels)
+    final_mse = float(torch.mean((reconstruction.reshape(-1, channels) - target) ** 2))
+    psnr_history = [float(psnr_from_mse(m)) for m in mse_history.cpu().tolist()]
+    quality = image_metrics(reconstruction.cpu(), pixels.float(), with_lpips=config.lpips, notify=notify)
+    history = np.asarray(psnr_history, dtype=float)
+    best_iter = int(np.argmax(np.where(np.isnan(history), -np.inf, history)))  # a diverged step (NaN) is never best
+    best_psnr = psnr_history[best_iter]
+    if not best_psnr >= float(psnr_from_mse(final_mse)):  # also when the history holds only NaNs
+        best_psnr, best_iter = float(psnr_from_mse(final_mse)), config.iters
+
+    num_params = count_parameters(model)
+    num_filter_params = sum(p.numel() for p in filter_group["params"]) if filter_group is not None else 0
+    metrics = {
+        "method": config.network.method,
+        "image": name,
+        "height": height,
+        "width": width,
+        "channels": channels,
+        "iters": config.iters,
+        "psnr": quality["psnr"],
+        "best_psnr": best_psnr,
+        "best_iter": best_iter,
+        "ssim": quality["ssim"],
+        "lpips": quality["lpips"],
+        "seconds_per_iter": seconds_per_iter,
+        "num_params": num_params,
+        "num_filter_params": num_filter_params,
+        "num_values": num_pixels * channels,
+        "params_per_value": num_params / (num_pixels * channels),
+        "embedding_dim": _embedding_dim(model),
+        "inr_lr": inr_lr,
+        "line_search": line_search is not None,
+        "device": str(device),
+        "machine": machine_description(device),
+        "seed": config.seed,
+        "config": asdict(config),
+        "psnr_history": psnr_history,
+        "filter_lr_history": filter_lr_history if filter_group is not None else None,
+        "line_search_history": search_history if line_search is not None else None,
+    }
+    if progressive is not None:
+        metrics.update(progressive.summary())
+    embedding = _embedding_channels(model, coords, height, width, config.dump_embedding, notify)
+    return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding)
+
+
+def _progress_bar(enabled: bool, total: int, name: str, method: str):
+    if not enabled:
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn(f"{name} {method}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("PSNR {task.fields[psnr]:6.2f} dB"),
+        TimeRemainingColumn(),
+    )
+    task = bar.add_task("fit", total=total, psnr=float("nan"))
+    return bar, task
+
+
+def _embedding_dim(model: nn.Module) -> Optional[int]:
+    encoding = getattr(model, "encoding", None)
+    return encoding.get_out_dim() if encoding is not None else None
+
+
+@torch.no_grad()
+def _embedding_channels(
+    model: nn.Module, coords: Tensor, height: int, width: int, count: int, notify: Callable[[str], None]
+) -> dict[str, np.ndarray]:
+    """``count`` evenly spaced channels of gamma and of f(gamma) * gamma over the pixel grid, ``[K, H, W]``."""
+    if count <= 0:
+        return {}
+    if not isinstance(model, FourierFeatureMLP):
+        notify("--dump-embedding applies to mlp-*/filtered-* methods only; no embedding.png written")
+        return {}
+    encoding = model.encoding
+    base = encoding.encoding if isinstance(encoding, FilteredEncoding) else encoding
+    gamma = base(coords)
+    channels = torch.linspace(0, gamma.shape[-1] - 1, min(count, gamma.shape[-1])).round().long()
+    out = {"channels": channels.cpu().numpy(), "gamma": gamma[:, channels].T.reshape(-1, height, width).cpu().numpy()}
+    if isinstance(encoding, FilteredEncoding):
+        filtered = encoding.filter(gamma) * gamma
+        out["filtered"] = filtered[:, channels].T.reshape(-1, height, width).cpu().numpy()
+    return out
+
+
+def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1, overwrite: bool = False) -> None:
+    """Write ``metrics.json``, ``reconstruction.png``, ``error.png``, ``curves.png`` (and ``embedding.png``).
+
+    Raises:
+        UsageError: If ``out_dir`` already holds any of these files and ``overwrite`` is False.
+    """
+    out_dir = Path(out_dir)
+    check_output_dir(out_dir, overwrite)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_image(result.reconstruction, out_dir / "reconstruction.png")
+    error = (result.reconstruction.clamp(0, 1) - result.target).abs().mean(dim=-1).numpy()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.imsave(out_dir / "error.png", error, cmap="inferno", vmin=0.0, vmax=error_vmax)
+    plot_curves(result.metrics, out_dir / "curves.png")
+    if result.embedding:
+        plot_embedding(result.embedding, out_dir / "embedding.png")
+    (out_dir / "metrics.json").write_text(json.dumps(_finite(result.metrics), indent=1) + "\n")
+
+
+def check_output_dir(out_dir: Path, overwrite: bool) -> None:
+    """Refuse to write into a folder that already holds fit outputs, unless ``overwrite``."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir} is a file; give a folder")
+    existing = [name for name in OUTPUT_FILES if (out_dir / name).exists()]
+    if existing and not overwrite:
+        raise UsageError(f"{out_dir} already holds {', '.join(existing)}; pass --overwrite or choose another --out")
+
+
+def _finite(value):
+    """JSON without NaN/Infinity: non-finite floats become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def plot_curves(metrics: dict, path: Path) -> None:
+    """PSNR over iterations and, where there is a filter, its learning rate over iterations."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lrs = metrics.get("filter_lr_history")
+    fig, axes = plt.subplots(1, 2 if lrs else 1, figsize=(10 if lrs else 5, 3.6), squeeze=False)
+    psnrs = np.array([np.nan if p is None else p for p in metrics["psnr_history"]], dtype=float)
+    ax = axes[0, 0]
+    ax.plot(np.arange(1, len(psnrs) + 1), psnrs, lw=1)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("PSNR (dB)")
+    ax.set_title(f"{metrics['method']} on {metrics['image']}: best {metrics['best_psnr']:.2f} dB")
+    ax.grid(alpha=0.3)
+    if lrs:
+        ax = axes[0, 1]
+        ax.plot(np.arange(1, len(lrs) + 1), lrs, lw=1)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("filter learning rate")
+        ax.set_title("line search" if metrics.get("line_search") else "constant / scheduled")
+        if min(lrs) > 0:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_embedding(embedding: dict[str, np.ndarray], path: Path) -> None:
+    """A grid of embedding channels: one row of gamma, one of f(gamma) * gamma when filtered."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [key for key in ("gamma", "filtered") if key in embedding]
+    count = len(embedding["channels"])
+    fig, axes = plt.subplots(len(rows), count, figsize=(1.6 * count, 1.4 * len(rows) + 0.3), squeeze=False)
+    for r, key in enumerate(rows):
+        for c in range(count):
+            ax = axes[r, c]
+            ax.imshow(embedding[key][c], cmap="gray")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(f"ch {int(embedding['channels'][c])}", fontsize=8)
+            if c == 0:
+                ax.set_ylabel("γ" if key == "gamma" else "f(γ)⊙γ")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def prepare_image(path: Optional[Path], factor: Optional[int]) -> LoadedImage:
+    """Load ``path`` (or the bundled astronaut) and area-downsample it.
+
+    Args:
+        path: Image file, or None for scikit-image's astronaut.
+        factor: Downsampling factor; None means 1 for a file and 4 for the bundled image (128x128, CPU-sized).
+    """
+    image = load_image(path)
+    factor = factor if factor is not None else (4 if path is None else 1)
+    image.pixels = downsample(image.pixels, factor)
+    return image
+
+
+def run_fit(
+    image: Optional[Path],
+    out_dir: Path,
+    config: Optional[FitConfig] = None,
+    downsample_factor: Optional[int] = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    notify: Optional[Callable[[str], None]] = None,
+    extra_metrics: Optional[dict] = None,
+) -> dict:
+    """Load, fit and write outputs; returns the metrics. The function a GPU script calls.
+
+    Args:
+        image: Image file (None: scikit-image's astronaut).
+        out_dir: Folder for the outputs.
+        config: Fit settings (default ``FitConfig()``).
+        downsample_factor: Area-downsampling factor (None: see :func:`prepare_image`).
+        overwrite: Replace earlier outputs in ``out_dir``.
+        progress: Show a progress bar.
+        notify: Receives one-line notices (default: print).
+        extra_metrics: Entries added to ``metrics.json`` (e.g. a benchmark's labels).
+    """
+    config = config or FitConfig()
+    notify = notify or (lambda message: print(f"note: {message}"))
+    check_output_dir(Path(out_dir), overwrite)
+    loaded = prepare_image(image, downsample_factor)
+    for notice in loaded.notices:
+        notify(notice)
+    result = fit_image(loaded.pixels, config, name=loaded.name, progress=progress, notify=notify)
+    result.metrics["source"] = loaded.source
+    result.metrics["downsample"] = downsample_factor if downsample_factor is not None else (4 if image is None else 1)
+    result.metrics.update(extra_metrics or {})
+    write_fit_outputs(result, Path(out_dir), error_vmax=config.error_vmax, overwrite=overwrite)
+    return result.metrics

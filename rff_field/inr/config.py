@@ -1,0 +1,130 @@
+"""Which coordinate network to build: one config for the ReLU MLP on a (filtered) Fourier embedding and the
+baselines SIREN, GAUSS, WIRE and SAPE, and the function that builds it.
+
+Layer counts follow the WIRE repository: ``hidden_layers`` counts the hidden layers after the first one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from torch import nn
+
+from rff_field.core.encodings import Encoding, PositionalEncoding, RandomFourierEncoding
+from rff_field.core.errors import UsageError
+from rff_field.core.filter import FilteredEncoding, FilterInit, initialize_filter
+from rff_field.inr.gauss import Gauss
+from rff_field.inr.mlp import FourierFeatureMLP
+from rff_field.inr.siren import Siren
+from rff_field.inr.wire import Wire
+
+Method = Literal["mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff", "sape"]
+METHODS: tuple[str, ...] = ("mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff")
+
+
+@dataclass
+class NetworkConfig:
+    """Which coordinate network to build, with its hyperparameters (defaults: DESIGN.md / WIRE repository)."""
+
+    method: Method = "filtered-pe"
+    """Network: ReLU MLP on PE or RFF (``mlp-*``), the same with the bias-free filter (``filtered-*``), or a
+    baseline (``siren``, ``gauss``, ``wire``)."""
+    hidden_features: int = 256
+    """Width of the hidden layers (WIRE uses int(width / sqrt(2)) complex features)."""
+    hidden_layers: int = 2
+    """Hidden layers after the first (WIRE repository convention: 2 gives 3 nonlinear layers)."""
+    pe: Literal["wire", "loglinear", "nerf"] = "wire"
+    """PE variant: the WIRE repository's Nyquist-limited bands, the paper's log-linear ``scale**(i/N)``, or
+    NeRF's ``2**k``."""
+    pe_frequencies: int = 64
+    """Frequencies per input dimension for the log-linear and NeRF PE (WIRE's follows from the signal size)."""
+    pe_bands: Optional[int] = None
+    """Bands of the WIRE PE (default: ``floor(log2(side / 4))`` for the signal's side length)."""
+    pe_scale: float = 32.0
+    """Highest frequency of the log-linear PE, in cycles per unit of the input coordinates."""
+    rff_frequencies: int = 128
+    """Number of random frequencies (the embedding has twice as many channels)."""
+    rff_sigma: float = 10.0
+    """Standard deviation of the random frequencies."""
+    rff_seed: int = 0
+    """Seed of the random frequencies."""
+    filter_layers: int = 3
+    """Linear layers of the adaptive filter."""
+    filter_bias: bool = False
+    """Give the filter biases (ablation: breaks its linearity)."""
+    omega0: float = 30.0
+    """SIREN's frequency factor (first and hidden layers)."""
+    wire_omega0: float = 20.0
+    """WIRE's wavelet frequency."""
+    wire_sigma0: float = 30.0
+    """WIRE's wavelet inverse width."""
+    gauss_scale: float = 30.0
+    """GAUSS's inverse width."""
+    filter_init: FilterInit = "default"
+    """Initialisation of the filter's weights: PyTorch's default; the default times ``filter_init_gain``
+    (``scaled``); identity matrices times the gain (``f(gamma) * gamma`` then starts as ``relu(gamma) * gamma``
+    for 2+ layers); or orthogonal matrices times the gain."""
+    filter_init_gain: float = 1.0
+    """Gain of the ``scaled``, ``identity`` and ``orthogonal`` filter initialisations."""
+    sape_embedding: Literal["rff", "pe"] = "rff"
+    """SAPE (2D only): progressively revealed embedding, RFF (``rff_*`` options) or PE (``pe*`` options)."""
+    sape_res: int = 128
+    """SAPE: cells per axis of the spatial progression grid."""
+    sape_epsilon: float = 1e-3
+    """SAPE: a cell stops revealing frequencies once its (blurred) MSE is below this."""
+
+
+def build_encoding(config: NetworkConfig, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
+    """The (unfiltered) embedding of an ``mlp-*``/``filtered-*`` network.
+
+    Args:
+        config: Network configuration.
+        in_dim: Input coordinates.
+        sidelength: Samples along the shortest axis of the signal; needed by the WIRE PE.
+    """
+    if config.method.endswith("-rff"):
+        return RandomFourierEncoding(in_dim, config.rff_frequencies, config.rff_sigma, seed=config.rff_seed)
+    if config.pe == "wire":
+        if sidelength is None and not config.pe_bands:
+            raise UsageError("the WIRE PE needs the signal's side length; pass sidelength or choose another --pe")
+        return PositionalEncoding.wire(in_dim, 4 * 2**config.pe_bands if config.pe_bands else sidelength)
+    if config.pe == "nerf":
+        return PositionalEncoding.nerf(in_dim, config.pe_frequencies)
+    return PositionalEncoding(in_dim, config.pe_frequencies, config.pe_scale)
+
+
+def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: Optional[int] = None) -> nn.Module:
+    """Build the coordinate network that ``config`` describes.
+
+    Args:
+        config: Network configuration.
+        in_dim: Input coordinates (2 for images, 3 for shapes).
+        out_dim: Output channels.
+        sidelength: Samples along the shortest axis of the signal (for the WIRE PE).
+    """
+    width, depth = config.hidden_features, config.hidden_layers
+    if config.method == "siren":
+        return Siren(in_dim, out_dim, width, depth, config.omega0, config.omega0)
+    if config.method == "gauss":
+        return Gauss(in_dim, out_dim, width, depth, config.gauss_scale)
+    if config.method == "wire":
+        return Wire(in_dim, out_dim, width, depth, config.wire_omega0, config.wire_sigma0)
+    if config.method == "sape":  # 2D images only; METHODS lists the methods every task supports
+        from rff_field.inr.sape import SapeMLP
+
+        embedding = NetworkConfig(**{**config.__dict__, "method": f"mlp-{config.sape_embedding}"})
+        encoding = build_encoding(embedding, in_dim, sidelength)
+        return SapeMLP(encoding, out_dim, width, depth, res=config.sape_res, epsilon=config.sape_epsilon)
+    if config.method not in METHODS:
+        raise UsageError(f"unknown method {config.method!r}; choose one of {', '.join(METHODS)}")
+    encoding = build_encoding(config, in_dim, sidelength)
+    if config.method.startswith("filtered-"):
+        encoding = FilteredEncoding(encoding, num_layers=config.filter_layers, bias=config.filter_bias)
+        initialize_filter(encoding.filter, config.filter_init, config.filter_init_gain)
+    return FourierFeatureMLP(encoding, out_dim, width, depth)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Trainable real parameters (a complex parameter counts twice)."""
+    return sum(p.numel() * (2 if p.is_complex() else 1) for p in module.parameters() if p.requires_grad)

@@ -1,0 +1,63 @@
+"""WIRE (Saragadam et al. 2023): complex Gabor wavelet activations, as the WIRE repository defines them."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+
+class ComplexGaborLayer(nn.Module):
+    """WIRE's complex Gabor wavelet ``exp(i omega0 z - |sigma0 z|^2)`` of ``z = W x + b``.
+
+    The first layer takes real input; later layers are complex.
+    """
+
+    def __init__(self, in_features: int, out_features: int, omega0: float, sigma0: float, is_first: bool) -> None:
+        super().__init__()
+        self.omega0 = omega0
+        self.sigma0 = sigma0
+        self.linear = nn.Linear(in_features, out_features, dtype=torch.float if is_first else torch.cfloat)
+
+    def forward(self, x: Tensor) -> Tensor:
+        z = self.linear(x)
+        return torch.exp(1j * self.omega0 * z - (self.sigma0 * z).abs().square())
+
+
+class Wire(nn.Module):
+    """WIRE (Saragadam et al. 2023): complex Gabor layers; the real part of a complex linear output.
+
+    As in the WIRE repository, the complex width is ``int(hidden_features / sqrt(2))`` (181 for 256) so that the
+    parameter count matches a real network of ``hidden_features``.
+
+    Args:
+        in_dim: Input coordinates.
+        out_dim: Output channels.
+        hidden_features: Real-equivalent width.
+        hidden_layers: Hidden layers after the first.
+        omega0: Frequency of the wavelet.
+        sigma0: Inverse width of the wavelet.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden_features: int = 256,
+        hidden_layers: int = 2,
+        omega0: float = 20.0,
+        sigma0: float = 30.0,
+    ) -> None:
+        super().__init__()
+        width = int(hidden_features / math.sqrt(2))
+        self.complex_features = width
+        layers: list[nn.Module] = [ComplexGaborLayer(in_dim, width, omega0, sigma0, is_first=True)]
+        for _ in range(hidden_layers):
+            layers.append(ComplexGaborLayer(width, width, omega0, sigma0, is_first=False))
+        layers.append(nn.Linear(width, out_dim, dtype=torch.cfloat))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, coords: Float[Tensor, "*bs in_dim"]) -> Float[Tensor, "*bs out_dim"]:
+        return self.net(coords).real

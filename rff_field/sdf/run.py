@@ -1,0 +1,255 @@
+"""One SDF fit from start to files: train, extract the mesh, measure it against the ground truth, render, write.
+
+Shared by ``rff-sdf fit``, ``rff-sdf bench`` and the GPU runner (``scripts/bench_sdf_gpu.py``); it needs neither
+tyro nor open3d (without open3d the metrics use a KD-tree and the rendering is skipped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from rff_field.common.mesh import write_ply
+from rff_field.core.errors import UsageError
+from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
+from rff_field.sdf.fit import (
+    Sampler,
+    SDFNetworkConfig,
+    SDFTrainConfig,
+    build_sdf_network,
+    extract_mesh,
+    initial_lr,
+    parameter_counts,
+    train_sdf,
+)
+from rff_field.sdf.metrics import Surface, shape_metrics
+
+
+def open3d_available() -> bool:
+    try:
+        import open3d  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class GroundTruth:
+    """The target shape in normalised space, with the surface samples the metrics compare against."""
+
+    name: str
+    vertices: np.ndarray
+    triangles: np.ndarray
+    surface_points: np.ndarray
+    surface_normals: np.ndarray
+
+    def __post_init__(self) -> None:
+        self._surface: Optional[Surface] = None
+
+    @classmethod
+    def from_mesh_sdf(cls, shape: MeshSDF, name: str, samples: int = 100_000) -> "GroundTruth":
+        points, normals = shape.surface_samples(samples)
+        return cls(name, shape.vertices, shape.triangles, points, normals)
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, name: str) -> "GroundTruth":
+        """From the arrays of a sample pool (see :func:`~rff_field.sdf.data.build_pool`)."""
+        return cls(name, arrays["vertices"], arrays["triangles"], arrays["surface_points"], arrays["surface_normals"])
+
+    @property
+    def surface(self) -> Surface:
+        if self._surface is None:
+            self._surface = Surface(self.vertices, self.triangles)
+        return self._surface
+
+
+@dataclass
+class OutputConfig:
+    """What a fit writes and how its result is measured."""
+
+    resolution: int = 256
+    """Marching-cubes grid side over [-0.5, 0.5]^3 (BACON: 512)."""
+    grid_batch: int = 1 << 16
+    """Grid points evaluated at a time (bounds memory)."""
+    eval_samples: int = 100_000
+    """Surface samples on each mesh for Chamfer, normal consistency and F-score."""
+    f_threshold: float = 0.005
+    """F-score distance threshold, in normalised units (the shape spans 0.9)."""
+    render: bool = True
+    """Write render.png: the result beside the ground truth (needs open3d)."""
+    view: tuple[float, float] = (35.0, 20.0)
+    """Rendering azimuth and elevation in degrees."""
+    save_model: bool = True
+    """Write the trained weights to model.pt."""
+
+
+def machine_info() -> dict:
+    """The machine and software a timing was measured on."""
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cpus_visible": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def prepare_out_dir(path: Path, overwrite: bool) -> Path:
+    """Create ``path``; refuse a non-empty one unless ``overwrite``."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path} exists and is not a directory; choose another --out")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise UsageError(f"{path} is not empty; choose another --out or pass --overwrite")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def render_comparison(out: Path, vertices, triangles, gt: GroundTruth, view, title: str) -> Optional[Path]:
+    """``render.png``: the fit beside the ground truth (skipped without open3d)."""
+    if not open3d_available():
+        return None
+    from rff_field.sdf.render import render_mesh, save_panels
+
+    panels = [
+        ("fit", render_mesh(vertices, triangles, view=view)),
+        ("ground truth", render_mesh(gt.vertices, gt.triangles, view=view)),
+    ]
+    return save_panels(panels, out / "render.png", title=title)
+
+
+def run_sdf(
+    out: Path,
+    gt: GroundTruth,
+    sampler: Sampler,
+    network_config: SDFNetworkConfig,
+    train_config: SDFTrainConfig,
+    output: OutputConfig,
+    label: Optional[str] = None,
+    progress: bool = True,
+    extra: Optional[dict] = None,
+) -> dict:
+    """Train, extract, measure and write one fit into ``out`` (which must exist); returns the metrics.
+
+    Writes ``mesh.ply``, ``metrics.json``, ``history.npz`` (loss and filter rate per step), ``config.json``,
+    ``render.png`` (with open3d) and ``model.pt`` (if ``output.save_model``).
+    """
+    network_config = network_config.resolved()
+    method = network_config.method
+    label = label or method
+    network = build_sdf_network(network_config, seed=train_config.seed)
+    counts = parameter_counts(network)
+
+    if progress:
+        from rff_field.common.progress import training_progress
+
+        with training_progress(train_config.iters, f"{gt.name} {label}") as on_step:
+            result = train_sdf(network, sampler, method, train_config, on_step=on_step)
+    else:
+        result = train_sdf(network, sampler, method, train_config)
+
+    t0 = time.perf_counter()
+    vertices, triangles = extract_mesh(network, output.resolution, train_config.device, output.grid_batch)
+    mesh_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    metrics = shape_metrics(
+        Surface(vertices, triangles, exact=gt.surface.exact),
+        gt.surface,
+        num_samples=output.eval_samples,
+        f_threshold=output.f_threshold,
+        gt_samples=(gt.surface_points, gt.surface_normals),
+    )
+    eval_seconds = time.perf_counter() - t0
+
+    if len(triangles):
+        write_ply(vertices, triangles, out / "mesh.ply", overwrite=True)
+    losses = np.asarray(result.loss, dtype=np.float64)
+    tail = losses[-max(1, len(losses) // 20) :] if len(losses) else losses
+    record = {
+        "method": method,
+        "label": label,
+        "mesh": gt.name,
+        "iters": result.iters,
+        "iters_requested": train_config.iters,
+        "seconds_per_iter": result.seconds_per_iter,
+        "cpu_seconds_per_iter": result.cpu_seconds / max(result.iters, 1),
+        "sampling_seconds_per_iter": result.sampling_seconds / max(result.iters, 1),
+        **metrics,
+        **counts,
+        "hidden_features": network_config.hidden_features,
+        "hidden_layers": network_config.hidden_layers,
+        "resolution": output.resolution,
+        "points_per_step": train_config.points_per_step,
+        "lr": initial_lr(method, train_config),
+        "lr_final": train_config.lr_final,
+        "line_search": bool(counts["filter_parameters"]) and train_config.line_search.enabled,
+        "final_loss": float(losses[-1]) if len(losses) else None,
+        "final_loss_mean_last5pct": float(tail.mean()) if len(tail) else None,
+        "filter_lr_final": result.filter_lr[-1] if result.filter_lr else None,
+        "filter_lr_mean": float(np.mean(result.filter_lr)) if result.filter_lr else None,
+        "filter_lr_at_max_fraction": (
+            float(np.mean(np.asarray(result.filter_lr) >= train_config.line_search.lr_max * (1 - 1e-9)))
+            if result.filter_lr and train_config.line_search.enabled
+            else None
+        ),
+        "diverged_at": result.diverged_at,
+        "mesh_vertices": int(len(vertices)),
+        "mesh_triangles": int(len(triangles)),
+        "mesh_closed": bool(is_closed(triangles)),
+        "marching_cubes_seconds": mesh_seconds,
+        "eval_seconds": eval_seconds,
+        "train_seconds": result.seconds,
+        "device": str(train_config.device),
+        "sampling": "pool" if isinstance(sampler, SamplePool) else "fresh",
+        "machine": machine_info(),
+        **(extra or {}),
+    }
+    (out / "metrics.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "config.json").write_text(
+        json.dumps(
+            {"network": dataclasses.asdict(network_config), "train": dataclasses.asdict(train_config)},
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
+    np.savez(
+        out / "history.npz",
+        loss=losses.astype(np.float32),
+        filter_lr=np.asarray(result.filter_lr, dtype=np.float32),
+    )
+    if output.save_model:
+        torch.save(network.state_dict(), out / "model.pt")
+    if output.render:
+        cd = metrics.get("chamfer")
+        render_comparison(
+            out,
+            vertices,
+            triangles,
+            gt,
+            output.view,
+            f"{gt.name} · {label} · {result.iters} steps · Chamfer {cd:.3g}" if cd is not None else label,
+        )
+    return record

@@ -1,0 +1,227 @@
+"""``rff-image bench``: variant parsing, parameter matching, the job grid, resuming, sharding, summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+
+from rff_field.bench.image import (
+    BenchConfig,
+    apply_overrides,
+    build_jobs,
+    job_config,
+    match_size,
+    merge_runs,
+    parameter_count,
+    parse_variant,
+    run_bench,
+)
+from rff_field.image.data import UsageError
+from rff_field.image.fit import FitConfig
+from rff_field.inr.config import NetworkConfig
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_parse_variant_forms():
+    preset = parse_variant("filtered-pe-nols")
+    assert preset.label == "filtered-pe-nols"
+    assert preset.overrides == {"method": "filtered-pe", "line_search.enabled": "false"}
+    labelled = parse_variant("hi:filtered-rff,rff_sigma=40,lr-max=1e-2")
+    assert labelled.label == "hi"
+    assert labelled.overrides == {"method": "filtered-rff", "rff_sigma": "40", "lr_max": "1e-2"}
+    plain = parse_variant("mlp-rff,rff_sigma=5")
+    assert plain.label == "mlp-rff_rff_sigma_5" and plain.overrides["rff_sigma"] == "5"
+    with pytest.raises(UsageError):
+        parse_variant("rff_sigma=5")
+    with pytest.raises(UsageError):
+        parse_variant("mlp-rff,rff_sigma")
+
+
+def test_overrides_are_typed_and_checked():
+    base = FitConfig()
+    config = apply_overrides(
+        base,
+        {"method": "filtered-rff", "rff_sigma": "40", "line_search": "false", "lr": "2e-3", "filter_layers": "2",
+         "direction": "gradient"},
+    )  # fmt: skip
+    assert config.network.method == "filtered-rff" and config.network.rff_sigma == 40.0
+    assert config.line_search.enabled is False and config.lr == 2e-3 and config.network.filter_layers == 2
+    assert config.line_search.direction == "gradient"
+    assert base.network.method == "filtered-pe" and base.line_search.enabled  # the base is untouched
+    with pytest.raises(UsageError, match="unknown option"):
+        apply_overrides(base, {"method": "mlp-pe", "nope": "1"})
+    with pytest.raises(UsageError, match="choose one of"):
+        apply_overrides(base, {"method": "mlp-pe", "direction": "sideways"})
+    with pytest.raises(UsageError, match="true or false"):
+        apply_overrides(base, {"method": "mlp-pe", "line_search": "maybe"})
+    with pytest.raises(UsageError, match="int"):
+        apply_overrides(base, {"method": "mlp-pe", "iters": "many"})
+
+
+def test_match_size_equalises_parameters_by_width_or_depth():
+    filtered = NetworkConfig(method="filtered-rff", hidden_features=64)
+    target = parameter_count(filtered, 3, 192)
+    plain = NetworkConfig(method="mlp-rff", hidden_features=64)
+    width = match_size(plain, target, 3, 192)
+    assert width > 64
+    assert abs(parameter_count(replace(plain, hidden_features=width), 3, 192) - target) / target < 0.01
+    # 64 -> 64 filter (3 layers, 12,288 weights) against hidden layers of 64x64+64: three more layers
+    pe = NetworkConfig(method="mlp-pe", pe="loglinear", pe_frequencies=16, hidden_features=64)
+    target = parameter_count(replace(pe, method="filtered-pe"), 3, 192)
+    depth = match_size(pe, target, 3, 192, by="depth")
+    assert depth == pe.hidden_layers + 3
+    with pytest.raises(UsageError, match="match_by=height"):
+        match_size(pe, target, 3, 192, by="height")
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("one", "two"):
+        smooth = np.cumsum(np.cumsum(rng.random((16, 20, 3)), 0), 1)
+        iio.imwrite(folder / f"{name}.png", (255 * smooth / smooth.max()).astype(np.uint8))
+    (folder / "notes.txt").write_text("not an image")
+    return folder
+
+
+def tiny_bench(folder, out, **kwargs) -> BenchConfig:
+    fit = FitConfig(iters=4, network=NetworkConfig(hidden_features=8, rff_frequencies=8, pe_frequencies=4),
+                    lpips=False, device="cpu")  # fmt: skip
+    options = dict(
+        images=folder, out=out, variants=("mlp-pe", "filtered-rff", "eq:mlp-rff,match_params=filtered-rff"), fit=fit,
+        downsample=1, sweep_names=("one",), sweep_sigmas=(1.0, 10.0), sweep_pe_scales=(4.0,), sweep_iters=3,
+        long_names=("two",), long_iters=6, long_variants=("mlp-pe",), progress=False,
+    )  # fmt: skip
+    options.update(kwargs)
+    return BenchConfig(**options)
+
+
+def test_job_grid(image_folder, tmp_path):
+    jobs = build_jobs(tiny_bench(image_folder, tmp_path / "out"))
+    folders = [str(job.folder) for job in jobs]
+    assert folders[:6] == ["runs/one/mlp-pe", "runs/two/mlp-pe", "runs/one/filtered-rff", "runs/two/filtered-rff",
+                           "runs/one/eq", "runs/two/eq"]  # fmt: skip
+    assert "sweep/one/filtered-rff-sigma10" in folders and "sweep/one/filtered-pe-scale4" in folders
+    assert folders[-1] == "long/two/mlp-pe" and jobs[-1].iters == 6
+    assert len(jobs) == 6 + 6 + 1 and [job.index for job in jobs] == list(range(len(jobs)))
+    sweep = next(job for job in jobs if job.variant.label == "mlp-pe-scale4")
+    config = job_config(tiny_bench(image_folder, tmp_path / "out"), sweep, 3, 20)
+    assert config.network.pe == "loglinear" and config.network.pe_scale == 4.0 and config.iters == 3
+    with pytest.raises(UsageError, match="no image named"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", names=("three",)))
+    with pytest.raises(UsageError, match="unknown option"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,bogus=1",)))
+    with pytest.raises(UsageError, match="match_by=height"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,match_params=mlp-pe,match_by=height",)))
+
+
+def test_match_params_names_a_reference_variant_that_does_not_run(image_folder, tmp_path):
+    deep = "deep:mlp-pe,pe=loglinear,match_params=ref,match_by=depth"
+    bench = tiny_bench(image_folder, tmp_path / "out", variants=(deep,), sweep_names=(), long_names=(),
+                       reference_variants=("ref:filtered-pe,pe=loglinear",))  # fmt: skip
+    (job,) = [job for job in build_jobs(bench) if job.image == "one"]
+    config = job_config(bench, job, 3, 20)
+    reference = apply_overrides(bench.fit, parse_variant(bench.reference_variants[0]).overrides).network
+    assert config.network.hidden_features == bench.fit.network.hidden_features
+    assert config.network.hidden_layers > bench.fit.network.hidden_layers
+    target = parameter_count(reference, 3, 20)
+    gaps = [abs(parameter_count(replace(config.network, hidden_layers=config.network.hidden_layers + step), 3, 20)
+                - target) for step in (-1, 0, 1)]  # fmt: skip
+    assert gaps[1] == min(gaps)
+    with pytest.raises(UsageError, match="reference-variants"):
+        job_config(replace(bench, reference_variants=()), job, 3, 20)
+
+
+def test_bench_runs_resumes_and_summarises(image_folder, tmp_path, capsys):
+    out = tmp_path / "out"
+    config = tiny_bench(image_folder, out)
+    summary = run_bench(config, notify=lambda message: None)
+    assert summary["jobs_done"] == summary["jobs_total"] == 13
+    for name in ("results.json", "results.md", "crops_one.png", "crops_flat_one.png", "curves_one.png", "sweep.png",
+                 "bench.json"):  # fmt: skip
+        assert (out / name).is_file(), name
+    stored = json.loads((out / "results.json").read_text())
+    means = stored["groups"]["main"]["means"]
+    assert set(means) == {"mlp-pe", "filtered-rff", "eq"}
+    assert (
+        abs(means["eq"]["num_params"] - means["filtered-rff"]["num_params"]) / means["filtered-rff"]["num_params"]
+        < 0.05
+    )
+    assert means["filtered-rff"]["num_filter_params"] == 3 * 16 * 16
+    run = stored["groups"]["main"]["runs"][0]
+    assert {"psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter", "num_params", "params_per_value"} <= set(run)
+    markdown = (out / "results.md").read_text()
+    assert "| filtered-rff |" in markdown and "params/value" in markdown and "Robustness sweep" in markdown
+
+    metrics_file = out / "runs/one/mlp-pe/metrics.json"
+    stamp = metrics_file.stat().st_mtime_ns
+    os.utime(metrics_file, ns=(stamp - 10**9, stamp - 10**9))
+    run_bench(config, notify=lambda message: None)  # finished jobs are skipped
+    assert metrics_file.stat().st_mtime_ns == stamp - 10**9
+
+    capsys.readouterr()
+    run_bench(tiny_bench(image_folder, out, list_jobs=True))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 13 and all("\tdone\t" in line for line in lines)
+
+
+def test_shard_and_single_job(image_folder, tmp_path):
+    out = tmp_path / "out"
+    run_bench(tiny_bench(image_folder, out, shard="1/2", sweep_names=(), long_names=()), notify=lambda m: None)
+    done = sorted(str(p.parent.relative_to(out)) for p in out.glob("runs/*/*/metrics.json"))
+    assert done == ["runs/two/eq", "runs/two/filtered-rff", "runs/two/mlp-pe"]  # odd indices 1, 3, 5
+    assert run_bench(tiny_bench(image_folder, out, job=0, sweep_names=(), long_names=())) is None
+    assert (out / "runs/one/mlp-pe/metrics.json").exists()
+    with pytest.raises(UsageError, match="out of range"):
+        run_bench(tiny_bench(image_folder, out, job=99, sweep_names=(), long_names=()))
+    with pytest.raises(UsageError, match="I/N"):
+        run_bench(tiny_bench(image_folder, out, shard="x", sweep_names=(), long_names=()))
+
+
+def test_bench_protects_foreign_folders_and_other_protocols(image_folder, tmp_path):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("precious")
+    with pytest.raises(UsageError, match="holds no benchmark"):
+        run_bench(tiny_bench(image_folder, foreign, sweep_names=(), long_names=(), variants=("mlp-pe",)))
+    out = tmp_path / "out"
+    run_bench(tiny_bench(image_folder, out, sweep_names=(), long_names=(), variants=("mlp-pe",)))
+    other = tiny_bench(image_folder, out, sweep_names=(), long_names=(), variants=("mlp-pe",), downsample=2)
+    with pytest.raises(UsageError, match="another protocol"):
+        run_bench(other)
+
+
+def test_merge_runs_fills_jobs_from_other_folders(image_folder, tmp_path):
+    quiet = dict(sweep_names=(), long_names=())
+    a, b, c, merged = (tmp_path / name for name in ("a", "b", "c", "merged"))
+    run_bench(tiny_bench(image_folder, a, variants=("mlp-pe",), names=("one",), **quiet), notify=lambda m: None)
+    run_bench(tiny_bench(image_folder, b, variants=("study:filtered-rff",), **quiet), notify=lambda m: None)
+    longer = tiny_bench(image_folder, c, variants=("mlp-pe",), names=("two",), **quiet)
+    longer.fit.iters = 6
+    run_bench(longer, notify=lambda m: None)
+
+    linked = merge_runs([(a, None), (b, None), (c, "long")], merged, {"study": "filtered-rff"})
+    assert linked == 4
+    assert (merged / "runs/one/filtered-rff").is_symlink() and (merged / "long/two/mlp-pe").is_symlink()
+    assert (merged / "bench.json").read_text() == (a / "bench.json").read_text()
+    summary = run_bench(tiny_bench(image_folder, merged, sweep_names=(), long_names=("two",), long_iters=6,
+                                   long_variants=("mlp-pe",), summarize_only=True))  # fmt: skip
+    assert summary["jobs_done"] == 4
+    assert set(summary["groups"]["main"]["means"]) == {"mlp-pe", "filtered-rff"}  # stored as "study" in b
+    assert summary["groups"]["main"]["means"]["filtered-rff"]["images"] == 2
+    assert [r["iters"] for r in summary["groups"]["long"]["runs"]] == [6]

@@ -1,0 +1,194 @@
+"""The optimizer hook sets the filter's rate to the rule applied to independently recomputed quantities."""
+
+import copy
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from rff_field.core.encodings import PositionalEncoding
+from rff_field.core.filter import FilteredEncoding, split_filter_parameters
+from rff_field.core.line_search import FilterLineSearch, balanced_step_size, filter_step_size
+from rff_field.inr.mlp import FourierFeatureMLP
+
+LR_INR, LR_MAX = 1e-2, 1.0
+
+
+def make_problem(seed: int = 0):
+    torch.manual_seed(seed)
+    x = torch.linspace(-1, 1, 128)[:, None]
+    y = torch.sin(3 * math.pi * x) + 0.5 * torch.sign(x)  # smooth part and an edge
+    net = FourierFeatureMLP(FilteredEncoding(PositionalEncoding(1, 8, 8.0)), 1, hidden_features=32, hidden_layers=1)
+    return net, x, y
+
+
+def oracle_directions(net: nn.Module, optimizers: list, direction: str, grad_scale: float = 1.0) -> dict:
+    """Per-unit-rate update of every parameter: step a copy of (net, optimizers) with every lr set to 1."""
+    if direction == "gradient":
+        return {name: -p.grad / grad_scale for name, p in net.named_parameters()}
+    shadow_net = copy.deepcopy(net)
+    params = dict(shadow_net.named_parameters())
+    for p, q in zip(net.parameters(), shadow_net.parameters()):
+        q.grad = p.grad.clone() / grad_scale
+    name_of = {id(p): name for name, p in net.named_parameters()}
+    before = {name: p.detach().clone() for name, p in params.items()}
+    for opt in optimizers:
+        groups = []
+        for group in opt.param_groups:
+            groups.append({"params": [params[name_of[id(p)]] for p in group["params"]], "lr": 1.0})
+        shadow = torch.optim.Adam(groups)
+        state = opt.state_dict()
+        for group in state["param_groups"]:
+            group["lr"] = 1.0
+        shadow.load_state_dict(copy.deepcopy(state))  # load_state_dict would share the moment tensors
+        shadow.step()
+    return {name: params[name].detach() - before[name] for name in params}
+
+
+def oracle_slopes(net, optimizers, direction, grad_scale=1.0) -> tuple[float, float]:
+    """(d_filter, d_inr): directional derivatives of the loss along the filter's and the INR's update directions."""
+    directions = oracle_directions(net, optimizers, direction, grad_scale)
+    d_filter = d_inr = 0.0
+    for name, p in net.named_parameters():
+        d = float((p.grad.double() / grad_scale * directions[name].double()).sum())
+        if ".filter." in name:
+            d_filter += d
+        else:
+            d_inr += d
+    return d_filter, d_inr
+
+
+def expected_rate(net, optimizers, loss, inr_lr, direction, grad_scale=1.0, lr_max=LR_MAX, rule="paper"):
+    d_filter, d_inr = oracle_slopes(net, optimizers, direction, grad_scale)
+    if rule == "balance":
+        return balanced_step_size(d_filter, d_inr, inr_lr, lr_max=lr_max)
+    return filter_step_size(float(loss.detach()), d_filter, d_inr, inr_lr, lr_max=lr_max)
+
+
+@pytest.mark.parametrize("filter_first,rule", [(False, "paper"), (True, "paper"), (True, "balance")])
+def test_hook_sets_rule_value_for_either_stepping_order(filter_first, rule):
+    # The rule's inputs are checked against the oracle at every step, whether or not the rate lands inside its
+    # bounds: which steps do is a property of the floating-point path, not of the hook.
+    net, x, y = make_problem()
+    filt, inr = split_filter_parameters(net)
+    opt_inr = torch.optim.Adam(inr, lr=LR_INR)
+    opt_filter = torch.optim.Adam(filt, lr=123.0)  # the hook must overwrite this
+    step = {}
+    hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda: step["loss"], rule=rule, lr_max=LR_MAX)
+    order = [opt_filter, opt_inr] if filter_first else [opt_inr, opt_filter]
+    slopes, recorded, losses = [], [], []
+    for _ in range(200):
+        for opt in order:
+            opt.zero_grad()
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        step["loss"] = loss
+        d_filter, d_inr = oracle_slopes(net, order, "adam")
+        slopes.append((loss.item(), d_filter, LR_INR * d_inr))
+        for opt in order:
+            opt.step()
+        assert opt_filter.param_groups[0]["lr"] == hook.history[-1]
+        last = hook.last
+        recorded.append((last["loss"], last["d_filter"], last["lr_d_inr"]))
+        losses.append(loss.item())
+    assert len(hook.history) == 200
+    torch.testing.assert_close(torch.tensor(recorded), torch.tensor(slopes), rtol=1e-4, atol=1e-12)
+    if rule == "balance":
+        rule_values = [balanced_step_size(d_f, lr_d_i, 1.0, lr_max=LR_MAX) for _, d_f, lr_d_i in recorded]
+    else:
+        rule_values = [filter_step_size(*inputs, 1.0, lr_max=LR_MAX) for inputs in recorded]
+    assert hook.history == rule_values
+    assert sum(losses[-10:]) / 10 < 0.2 * losses[0]
+
+
+def test_hook_with_one_optimizer_of_two_groups_and_gradient_rule():
+    net, x, y = make_problem(1)
+    filt, inr = split_filter_parameters(net)
+    opt = torch.optim.SGD([{"params": inr, "lr": 0.05}, {"params": filt, "lr": 0.0}])
+    step = {}
+    hook = FilterLineSearch(filt, inr, opt, lambda: step["loss"], direction="gradient", lr_max=0.5)
+    losses = []
+    for _ in range(200):
+        opt.zero_grad()
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        step["loss"] = loss
+        exp = expected_rate(net, [opt], loss, 0.05, "gradient", lr_max=0.5)
+        opt.step()
+        assert hook.history[-1] == pytest.approx(exp, rel=1e-4, abs=1e-12)
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_hook_unscales_gradients_under_a_grad_scaler():
+    rates = {}
+    for use_scaler in (False, True):
+        net, x, y = make_problem(2)
+        filt, inr = split_filter_parameters(net)
+        opt_inr, opt_filter = torch.optim.Adam(inr, lr=LR_INR), torch.optim.Adam(filt, lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=use_scaler)
+        step = {}
+        hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda s=step: s["loss"], grad_scaler=scaler)
+        for _ in range(30):
+            opt_inr.zero_grad()
+            opt_filter.zero_grad()
+            loss = ((net(x) - y) ** 2).mean()
+            scaler.scale(loss).backward()
+            step["loss"] = loss
+            scaler.step(opt_inr)  # unscales opt_inr's gradients only; the filter's are still scaled
+            scaler.step(opt_filter)
+            scaler.update()
+        rates[use_scaler] = hook.history
+    torch.testing.assert_close(torch.tensor(rates[True]), torch.tensor(rates[False]), rtol=1e-4, atol=1e-12)
+
+
+def test_adam_direction_requires_adam():
+    net, _, _ = make_problem()
+    filt, inr = split_filter_parameters(net)
+    with pytest.raises(ValueError, match="Adam"):
+        FilterLineSearch(filt, inr, torch.optim.SGD([{"params": inr}, {"params": filt}], lr=0.1), lambda: 0.0)
+
+
+def test_filter_must_have_its_own_group():
+    net, _, _ = make_problem()
+    filt, inr = split_filter_parameters(net)
+    with pytest.raises(ValueError, match="own"):
+        FilterLineSearch(filt, inr, torch.optim.Adam(list(net.parameters())), lambda: 0.0)
+
+
+def test_nan_loss_gives_lr_min_and_hook_can_be_removed():
+    net, x, y = make_problem()
+    filt, inr = split_filter_parameters(net)
+    opt = torch.optim.Adam([{"params": inr, "lr": 1e-3}, {"params": filt, "lr": 1e-3}])
+    hook = FilterLineSearch(filt, inr, opt, lambda: torch.tensor(float("nan")), lr_min=1e-7)
+    ((net(x) - y) ** 2).mean().backward()
+    opt.step()
+    assert hook.history == [1e-7] and opt.param_groups[1]["lr"] == 1e-7
+    hook.remove()
+    opt.param_groups[1]["lr"] = 5e-4
+    opt.step()
+    assert len(hook.history) == 1 and opt.param_groups[1]["lr"] == 5e-4
+
+
+def test_hook_handles_parameters_at_different_adam_steps():
+    # The filter's first layer gets no gradient on the first step, so its Adam step count lags the others.
+    net, x, y = make_problem(3)
+    filt, inr = split_filter_parameters(net)
+    opt_inr, opt_filter = torch.optim.Adam(inr, lr=LR_INR), torch.optim.Adam(filt, lr=1e-3)
+    step = {}
+    hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda: step["loss"], lr_max=LR_MAX)
+    for i in range(5):
+        opt_inr.zero_grad(set_to_none=True)
+        opt_filter.zero_grad(set_to_none=True)
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        if i == 0:
+            filt[0].grad = None
+        step["loss"] = loss
+        expected = expected_rate(net, [opt_inr, opt_filter], loss, LR_INR, "adam") if i > 0 else None
+        opt_inr.step()
+        opt_filter.step()
+        if expected is not None:
+            assert hook.history[-1] == pytest.approx(expected, rel=1e-4, abs=1e-12)
+    assert float(opt_filter.state[filt[0]]["step"]) == 4 and float(opt_filter.state[filt[1]]["step"]) == 5

@@ -1,0 +1,101 @@
+"""One test per branch of the step-size rule in DESIGN.md."""
+
+import math
+
+import pytest
+import torch
+
+from rff_field.core.line_search import filter_step_size
+
+
+def test_inr_step_alone_reaches_zero_gives_lr_min():
+    # k = 1 + eps >= 0, b = 0.1 - 0.2 = -0.1 <= 0
+    assert filter_step_size(0.1, d_filter=-1.0, d_inr=-1.0, lr_inr=0.2) == 0.0
+    assert filter_step_size(0.1, -1.0, -1.0, 0.2, lr_min=1e-5) == 1e-5
+
+
+def test_descent_direction_gives_the_zero_crossing_of_the_linear_model():
+    # k >= 0, b >= 0: rate = b / k inside the bounds
+    rate = filter_step_size(1e-3, d_filter=-2.0, d_inr=-0.5, lr_inr=1e-3)
+    assert rate == pytest.approx((1e-3 - 0.5e-3) / (2.0 + 1e-6))
+
+
+def test_rate_is_clipped_at_the_upper_bound():
+    assert filter_step_size(1.0, -1.0, 0.0, 0.0) == 1e-3
+    assert filter_step_size(1.0, -1.0, 0.0, 0.0, lr_max=0.5) == 0.5
+
+
+def test_rate_is_clipped_at_the_lower_bound():
+    assert filter_step_size(1e-6, -1.0, 0.0, 0.0, lr_min=1e-4) == 1e-4
+
+
+def test_uphill_filter_with_negative_offset_uses_abs_ratio():
+    # k = -0.5 + eps <= 0 and b = 0.1 - 0.3 <= 0: rate = |b / k|
+    rate = filter_step_size(0.1, d_filter=0.5, d_inr=-3.0, lr_inr=0.1, lr_max=1.0)
+    assert rate == pytest.approx(0.2 / (0.5 - 1e-6))
+
+
+def test_uphill_filter_with_positive_offset_gives_lr_min():
+    # k < 0 and b > 0: the filter's direction is predicted to go uphill
+    assert filter_step_size(0.1, d_filter=0.5, d_inr=0.0, lr_inr=0.0, lr_max=1.0) == 0.0
+    assert filter_step_size(0.1, 0.5, 0.0, 0.0, lr_min=2e-4, lr_max=1.0) == 2e-4
+
+
+def test_zero_slope_model_is_caught_by_the_sufficient_decrease_check():
+    # d_filter = eps makes k exactly 0: b / k is infinite and would be clipped to lr_max, but the filter's
+    # direction is (slightly) uphill, so the sufficient-decrease check moves the rate back down to lr_min.
+    assert filter_step_size(0.5, d_filter=1e-6, d_inr=0.0, lr_inr=0.0, lr_max=0.3) == 0.0
+    assert filter_step_size(0.5, d_filter=1e-6, d_inr=0.0, lr_inr=0.0, lr_min=1e-5, lr_max=0.3) == 1e-5
+
+
+def test_sufficient_decrease_holds_and_keeps_the_rate():
+    loss, d_a, d_i, lr_i = 1.0, -1.0, 0.5, 1.0  # INR uphill, filter downhill
+    rate = filter_step_size(loss, d_a, d_i, lr_i, lr_max=10.0)
+    assert rate == pytest.approx(1.5 / (1 + 1e-6))
+    assert rate * d_a + lr_i * d_i <= 0
+
+
+def test_sufficient_decrease_violated_moves_rate_to_the_boundary():
+    # d_filter slightly positive but within eps, so k >= 0: b / k = 2e-3 would increase the loss;
+    # the check moves the rate to -lr_inr * d_inr / d_filter = 2e-6.
+    loss, d_a, d_i, lr_i = 1e-9, 5e-7, -1e-12, 1.0
+    rate = filter_step_size(loss, d_a, d_i, lr_i, lr_max=1.0)
+    assert rate == pytest.approx(1e-12 / 5e-7)
+    assert (1 - 1e-3) * (rate * d_a + lr_i * d_i) <= 1e-24
+
+
+def test_sufficient_decrease_fix_is_clipped_to_the_bounds():
+    # INR uphill, filter rate capped at lr_max: moving up to satisfy the check is clipped back to lr_max.
+    assert filter_step_size(1.0, -1.0, 0.5, 1.0, lr_max=0.1) == 0.1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (math.nan, -1.0, -1.0, 1e-3),
+        (0.1, math.inf, -1.0, 1e-3),
+        (0.1, -1.0, -math.inf, 1e-3),
+        (0.1, -1.0, -1.0, math.nan),
+        (torch.tensor(float("nan")), -1.0, -1.0, 1e-3),
+    ],
+)
+def test_non_finite_inputs_give_lr_min(args):
+    assert filter_step_size(*args) == 0.0
+    assert filter_step_size(*args, lr_min=1e-6) == 1e-6
+
+
+def test_accepts_zero_dim_tensors_and_returns_float():
+    rate = filter_step_size(torch.tensor(1e-3), torch.tensor(-2.0), torch.tensor(0.0), torch.tensor(0.0))
+    assert isinstance(rate, float) and rate == pytest.approx(1e-3 / (2 + 1e-6))
+
+
+def test_balance_rule_equalises_predicted_decreases():
+    from rff_field.core.line_search import balanced_step_size
+
+    rate = balanced_step_size(d_filter=-0.05, d_inr=-2e-3, lr_inr=1e-3, lr_max=1.0)
+    assert rate == pytest.approx(1e-3 * 2e-3 / 0.05)
+    assert rate * -0.05 == pytest.approx(1e-3 * -2e-3)
+    assert balanced_step_size(-1e-9, -1.0, 1.0) == 1e-3  # clipped at lr_max
+    assert balanced_step_size(0.1, -1.0, 1e-3) == 0.0  # filter uphill
+    assert balanced_step_size(-0.1, 1.0, 1e-3, lr_min=1e-6) == 1e-6  # INR uphill
+    assert balanced_step_size(math.nan, -1.0, 1e-3) == 0.0

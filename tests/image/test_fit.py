@@ -1,0 +1,223 @@
+"""Fitting an image: every method learns, outputs and metrics are complete, runs are reproducible, the options of
+the filter's learning rate behave as documented, and the command line reports bad input in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+
+from rff_field.cli import image as cli
+from rff_field.core.optim import LineSearchConfig
+from rff_field.image.data import UsageError
+from rff_field.image.fit import IMAGE_METHODS, FitConfig, fit_image, prepare_image, run_fit
+from rff_field.inr.config import NetworkConfig
+
+METRIC_KEYS = {
+    "method", "image", "height", "width", "iters", "psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter",
+    "num_params", "num_filter_params", "params_per_value", "psnr_history", "filter_lr_history", "config", "machine",
+}  # fmt: skip
+
+
+def smooth_image(size: int = 32, channels: int = 3) -> torch.Tensor:
+    y, x = torch.meshgrid(torch.linspace(0, 1, size), torch.linspace(0, 1, size), indexing="ij")
+    planes = [0.5 + 0.4 * torch.sin(2 * math.pi * (k + 1) * x) * torch.cos(2 * math.pi * y * (k + 2)) for k in range(3)]
+    return torch.stack(planes[:channels], dim=-1)
+
+
+OFF = LineSearchConfig(enabled=False)
+
+
+def small(method: str, **kwargs) -> FitConfig:
+    network = NetworkConfig(method=method, hidden_features=32, rff_frequencies=32, pe="loglinear", pe_frequencies=8,
+                            pe_scale=8.0)  # fmt: skip
+    defaults = dict(iters=30, device="cpu", lpips=False, log_every=10)
+    defaults.update(kwargs)
+    return FitConfig(network=network, **defaults)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("method", IMAGE_METHODS)
+def test_every_method_lowers_the_loss(method):
+    result = fit_image(smooth_image(), small(method), progress=False)
+    history = result.metrics["psnr_history"]
+    assert len(history) == 30
+    assert result.metrics["psnr"] > history[0] + 0.5
+    assert result.metrics["best_psnr"] >= result.metrics["psnr"] - 1e-9
+    assert result.reconstruction.shape == (32, 32, 3)
+
+
+def test_wire_pe_and_grayscale():
+    result = fit_image(smooth_image(32, 1), _wire_pe(), progress=False)
+    assert result.reconstruction.shape == (32, 32, 1)
+    assert result.metrics["embedding_dim"] == 2 * 2 * 3 + 2  # floor(log2(32 / 4)) = 3 bands, input included
+
+
+def test_wire_pe_bands_option():
+    config = _wire_pe()
+    config.network.pe_bands = 4
+    result = fit_image(smooth_image(16), config, progress=False)
+    assert result.metrics["embedding_dim"] == 2 * 2 * 4 + 2
+
+
+def _wire_pe() -> FitConfig:
+    config = small("filtered-pe")
+    config.network.pe = "wire"
+    return config
+
+
+def test_run_fit_writes_every_output_and_key(tmp_path):
+    iio.imwrite(tmp_path / "img.png", (smooth_image(24).numpy() * 255).astype(np.uint8))
+    out = tmp_path / "out"
+    metrics = run_fit(tmp_path / "img.png", out, small("filtered-rff", dump_embedding=3), progress=False)
+    for name in ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png"):
+        assert (out / name).is_file(), name
+    stored = json.loads((out / "metrics.json").read_text())
+    assert METRIC_KEYS <= set(stored)
+    assert stored["method"] == "filtered-rff" and stored["image"] == "img"
+    assert (stored["height"], stored["width"], stored["iters"]) == (24, 24, 30)
+    assert stored["lpips"] is None
+    assert len(stored["filter_lr_history"]) == 30
+    assert stored["num_params"] == metrics["num_params"] > stored["num_filter_params"] > 0
+    assert stored["params_per_value"] == pytest.approx(stored["num_params"] / (24 * 24 * 3))
+    assert iio.imread(out / "reconstruction.png").shape == (24, 24, 3)
+
+
+def test_existing_outputs_are_not_overwritten_without_the_flag(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "metrics.json").write_text("{}")
+    with pytest.raises(UsageError, match="overwrite"):
+        run_fit(None, out, small("mlp-pe", iters=2), downsample_factor=32, progress=False)
+    assert (out / "metrics.json").read_text() == "{}"
+    run_fit(None, out, small("mlp-pe", iters=2), downsample_factor=32, overwrite=True, progress=False)
+    assert json.loads((out / "metrics.json").read_text())["iters"] == 2
+
+
+def test_seeded_runs_are_reproducible():
+    a = fit_image(smooth_image(), small("filtered-pe", iters=15, seed=3), progress=False).metrics
+    b = fit_image(smooth_image(), small("filtered-pe", iters=15, seed=3), progress=False).metrics
+    c = fit_image(smooth_image(), small("filtered-pe", iters=15, seed=4), progress=False).metrics
+    assert a["psnr_history"] == b["psnr_history"] and a["psnr"] == b["psnr"]
+    assert a["filter_lr_history"] == b["filter_lr_history"]
+    assert a["psnr_history"] != c["psnr_history"]
+
+
+def test_filter_learning_rate_options():
+    image = smooth_image()
+    searched = fit_image(
+        image, small("filtered-rff", iters=10, line_search=LineSearchConfig(lr_max=5e-3)), progress=False
+    ).metrics
+    assert searched["line_search"] and len(searched["line_search_history"]["d_filter"]) == 10
+    assert all(0.0 <= lr <= 5e-3 for lr in searched["filter_lr_history"])
+    balanced = fit_image(
+        image, small("filtered-rff", iters=10, line_search=LineSearchConfig(rule="balance")), progress=False
+    ).metrics
+    assert balanced["config"]["line_search"]["rule"] == "balance" and all(
+        0.0 <= lr <= 1e-3 for lr in balanced["filter_lr_history"]
+    )
+    constant = fit_image(image, small("filtered-rff", iters=10, line_search=OFF, filter_lr=2e-3), progress=False)
+    assert constant.metrics["filter_lr_history"] == [2e-3] * 10 and constant.metrics["line_search_history"] is None
+    decayed = fit_image(image, small("filtered-rff", iters=10, line_search=OFF, filter_lr=2e-3, filter_schedule=True),
+                        progress=False).metrics["filter_lr_history"]  # fmt: skip
+    assert decayed[0] < 2e-3 and decayed[-1] == pytest.approx(2e-3 * 0.1)
+    assert all(a > b for a, b in zip(decayed, decayed[1:]))
+    plain = fit_image(image, small("mlp-rff", iters=3), progress=False).metrics
+    assert plain["filter_lr_history"] is None and plain["num_filter_params"] == 0
+
+
+def test_minibatches_cover_the_image_and_scale_the_rate():
+    result = fit_image(smooth_image(), small("mlp-rff", iters=20, batch_size=300), progress=False)
+    assert result.metrics["inr_lr"] == pytest.approx(1e-3 * 300 / 1024)
+    assert result.metrics["psnr"] > result.metrics["psnr_history"][0]
+
+
+def test_cached_embedding_gives_the_same_fit():
+    a = fit_image(smooth_image(), small("filtered-rff", iters=5), progress=False).metrics["psnr_history"]
+    b = fit_image(smooth_image(), small("filtered-rff", iters=5, cache_embedding=False), progress=False)
+    assert np.allclose(a, b.metrics["psnr_history"], rtol=1e-5)
+
+
+def test_filter_initialisations():
+    from rff_field.inr.config import build_network
+
+    for scheme in ("scaled", "identity", "orthogonal"):
+        network = build_network(NetworkConfig(method="filtered-rff", rff_frequencies=8, filter_init=scheme,
+                                              filter_init_gain=0.5), 2, 3)  # fmt: skip
+        weights = [m.weight for m in network.encoding.filter if isinstance(m, torch.nn.Linear)]
+        if scheme == "identity":
+            assert all(torch.equal(w, 0.5 * torch.eye(16)) for w in weights)
+        if scheme == "orthogonal":
+            assert all(torch.allclose(w @ w.T, 0.25 * torch.eye(16), atol=1e-5) for w in weights)
+    with pytest.raises(ValueError):
+        build_network(NetworkConfig(method="filtered-pe", pe="loglinear", filter_init="nope"), 2, 3)
+
+
+def test_bundled_image_is_downsampled_for_the_cpu():
+    assert prepare_image(None, None).pixels.shape == (128, 128, 3)
+
+
+def test_bad_iterations_and_device():
+    with pytest.raises(UsageError, match="iters"):
+        fit_image(smooth_image(8), small("mlp-pe", iters=0), progress=False)
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match="CUDA"):
+            fit_image(smooth_image(8), small("mlp-pe", device="cuda"), progress=False)
+
+
+def run_cli(monkeypatch, *args: str) -> int:
+    monkeypatch.setattr(sys, "argv", ["rff-image", *args])
+    with pytest.raises(SystemExit) as info:
+        cli.entrypoint()
+        sys.exit(0)
+    return int(info.value.code or 0)
+
+
+def test_cli_missing_file_is_one_line_and_nonzero(monkeypatch, capsys, tmp_path):
+    code = run_cli(monkeypatch, "fit", "--image", str(tmp_path / "missing.png"), "--out", str(tmp_path / "o"))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "not found" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_unreadable_file(monkeypatch, capsys, tmp_path):
+    (tmp_path / "bad.jpg").write_bytes(b"\x00\x01garbage")
+    code = run_cli(monkeypatch, "fit", "--image", str(tmp_path / "bad.jpg"), "--out", str(tmp_path / "o"))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cannot read" in err
+
+
+def test_cli_fit_runs_and_refuses_to_overwrite(monkeypatch, capsys, tmp_path):
+    iio.imwrite(tmp_path / "rgba.png", np.dstack([(smooth_image(16).numpy() * 255).astype(np.uint8),
+                                                  np.full((16, 16), 255, np.uint8)]))  # fmt: skip
+    args = ["fit", "--image", str(tmp_path / "rgba.png"), "--out", str(tmp_path / "o"), "--method", "filtered-pe",
+            "--pe", "loglinear", "--pe-frequencies", "4", "--hidden-features", "16", "--iters", "5", "--no-lpips",
+            "--no-line-search", "--filter-bias", "--no-progress", "--device", "cpu"]  # fmt: skip
+    assert run_cli(monkeypatch, *args) == 0
+    captured = capsys.readouterr()
+    assert "alpha" in captured.out and "PSNR" in captured.out
+    stored = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert stored["config"]["network"]["filter_bias"] and not stored["line_search"] and stored["channels"] == 3
+    assert run_cli(monkeypatch, *args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_cli_invalid_network_setting_is_one_line(monkeypatch, capsys, tmp_path):
+    iio.imwrite(tmp_path / "tiny.png", np.zeros((6, 6, 3), np.uint8))
+    code = run_cli(monkeypatch, "fit", "--image", str(tmp_path / "tiny.png"), "--out", str(tmp_path / "o"),
+                   "--method", "mlp-pe", "--pe", "wire", "--no-progress")  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "too small" in err

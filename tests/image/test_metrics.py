@@ -1,0 +1,60 @@
+"""PSNR, SSIM and the optional LPIPS."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rff_field.image import metrics
+from rff_field.image.metrics import image_metrics, lpips, psnr, psnr_from_mse, ssim
+
+
+def test_psnr_values():
+    assert psnr_from_mse(1e-2) == pytest.approx(20.0)
+    assert psnr_from_mse(0.0) == math.inf
+    assert float(psnr_from_mse(torch.tensor(1e-3))) == pytest.approx(30.0)
+    a = torch.zeros(4, 4, 3)
+    assert psnr(a + 0.1, a) == pytest.approx(20.0, abs=1e-4)
+
+
+def test_ssim_identity_and_degradation():
+    torch.manual_seed(0)
+    image = torch.rand(32, 32, 3)
+    assert ssim(image, image) == pytest.approx(1.0)
+    assert ssim((image + 0.2 * torch.randn_like(image)).clamp(0, 1), image) < 0.9
+    gray = torch.rand(16, 16, 1)
+    assert ssim(gray, gray) == pytest.approx(1.0)
+    tiny = torch.rand(5, 6, 3)
+    assert ssim(tiny, tiny) == pytest.approx(1.0)  # window shrinks to fit
+
+
+def test_lpips_unavailable_is_none_with_one_notice(monkeypatch):
+    import torchmetrics.image.lpip as lpip_module
+
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(lpip_module, "LearnedPerceptualImagePatchSimilarity", offline)
+    monkeypatch.setattr(metrics, "_lpips_models", {})
+    notices = []
+    image = torch.rand(32, 32, 3)
+    assert lpips(image, image, notices.append) is None
+    assert lpips(image, image, notices.append) is None
+    assert len(notices) == 1 and "LPIPS" in notices[0] and "\n" not in notices[0]
+    result = image_metrics(image, image, with_lpips=True, notify=notices.append)
+    assert set(result) == {"psnr", "ssim", "lpips"} and result["lpips"] is None and len(notices) == 1
+
+
+def test_lpips_runs_with_a_model_and_repeats_grayscale(monkeypatch):
+    seen = []
+
+    class Fake(torch.nn.Module):
+        def forward(self, a, b):
+            seen.append(a.shape)
+            return (a - b).abs().mean()
+
+    monkeypatch.setattr(metrics, "_lpips_models", {"alex": Fake()})
+    value = lpips(torch.zeros(8, 8, 1), torch.ones(8, 8, 1))
+    assert value == pytest.approx(1.0) and seen[0] == (1, 3, 8, 8)

@@ -1,0 +1,178 @@
+"""Registration with ns-train, and bad input (datasets, options) turned into one clear line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+from rff_field.core.optim import LineSearchConfig
+from rff_field.nerf.checks import UsageError, check_blender_dataset, check_dataset, check_model_config
+from rff_field.nerf.model import RFFNeRFModelConfig
+from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    spec = SceneSpec(image_size=8, num_train=2, num_val=1, num_test=1, supersample=1)
+    return write_blender_scene(tmp_path_factory.mktemp("inputs") / "scene", spec)
+
+
+def _copy(scene: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(scene, tmp_path / "copy"))
+
+
+def test_methods_are_registered():
+    from nerfstudio.plugins.registry import discover_methods
+
+    methods, descriptions = discover_methods()
+    assert {"rff-nerf", "rff-nerf-lite"} <= set(methods)
+    assert methods["rff-nerf"].pipeline.model.base_mlp_num_layers == 8
+    assert methods["rff-nerf"].pipeline.model.num_importance_samples == 128
+    assert methods["rff-nerf-lite"].pipeline.model.base_mlp_layer_width < 256
+    for name in ("rff-nerf", "rff-nerf-lite"):
+        assert methods[name].optimizers["filter"]["scheduler"] is None
+        assert "filter" in descriptions[name]
+
+
+def test_listed_by_ns_train_help():
+    out = subprocess.run([str(BIN / "ns-train"), "--help"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "rff-nerf " in out.stdout and "rff-nerf-lite" in out.stdout
+
+
+def test_valid_scene_passes(scene):
+    for mode in ("val", "test", "inference"):
+        check_blender_dataset(scene, mode)
+    check_dataset(BlenderDataParserConfig(data=scene), "val")
+
+
+def test_missing_folder_and_missing_transforms(scene, tmp_path):
+    with pytest.raises(UsageError, match="does not exist.*rff-demo"):
+        check_blender_dataset(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="no transforms_train.json: not a Blender-format scene"):
+        check_blender_dataset(tmp_path / "empty")
+
+
+def test_missing_split(scene, tmp_path):
+    data = _copy(scene, tmp_path)
+    (data / "transforms_val.json").unlink()
+    with pytest.raises(UsageError, match=r"no transforms_val.json \(the 'val' split"):
+        check_blender_dataset(data, "val")
+    check_blender_dataset(data, "test")  # evaluation on the test split does not need it
+    (data / "transforms_test.json").unlink()
+    with pytest.raises(UsageError, match="no transforms_test.json"):
+        check_blender_dataset(data, "inference")
+
+
+def test_broken_json_missing_images_and_fov(scene, tmp_path):
+    data = _copy(scene, tmp_path)
+    (data / "transforms_test.json").write_text("{ not json")
+    with pytest.raises(UsageError, match="not valid JSON"):
+        check_blender_dataset(data, "test")
+    (data / "train" / "r_1.png").unlink()
+    with pytest.raises(UsageError, match=r"1 image\(s\) listed in transforms_train.json are missing"):
+        check_blender_dataset(data, "val")
+    meta = json.loads((data / "transforms_val.json").read_text())
+    (data / "train" / "r_1.png").write_bytes((data / "train" / "r_0.png").read_bytes())
+    del meta["camera_angle_x"]
+    (data / "transforms_val.json").write_text(json.dumps(meta))
+    with pytest.raises(UsageError, match="no camera_angle_x"):
+        check_blender_dataset(data, "val")
+
+
+def test_wrong_parser_for_the_layout(scene, tmp_path):
+    with pytest.raises(UsageError, match="use the subcommand 'blender-data'"):
+        check_dataset(NerfstudioDataParserConfig(data=scene))
+    ns = tmp_path / "ns"
+    ns.mkdir()
+    (ns / "transforms.json").write_text(json.dumps({"frames": [{"file_path": "a.png"}]}))
+    with pytest.raises(UsageError, match="add the subcommand 'nerfstudio-data'"):
+        check_dataset(BlenderDataParserConfig(data=ns))
+    check_dataset(NerfstudioDataParserConfig(data=ns))
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"filter_num_layers": 0}, "filter-num-layers must be positive"),
+        ({"num_frequencies": 0}, "num-frequencies must be positive"),
+        ({"rff_sigma": -1.0}, "rff-sigma must be positive"),
+        ({"skip_connections": (8,)}, r"skip-connections \[8\] must lie in 1..6"),
+        ({"line_search": LineSearchConfig(lr_min=1e-2, lr_max=1e-3)}, "line-search.lr-min"),
+        ({"line_search": LineSearchConfig(c1=1.5)}, "line-search.c1 must lie in"),
+        ({"collider_params": {"near_plane": 6.0, "far_plane": 2.0}}, "near_plane < far_plane"),
+    ],
+)
+def test_unsupported_options(override, message):
+    check_model_config(RFFNeRFModelConfig())
+    with pytest.raises(UsageError, match=message):
+        check_model_config(RFFNeRFModelConfig(**override))
+
+
+def test_pipeline_stops_with_one_line(scene, tmp_path, capsys):
+    """In-process: the pipeline prints one error line and exits with status 2 (no traceback)."""
+    from rff_field.nerf.method_configs import rff_nerf_lite
+
+    config = rff_nerf_lite.config.pipeline
+    import copy
+
+    config = copy.deepcopy(config)
+    config.datamanager.data = tmp_path / "missing"
+    with pytest.raises(SystemExit) as exit_info:
+        config.setup(device="cpu", test_mode="val")
+    assert exit_info.value.code == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("Error:") and "does not exist" in out[0]
+
+    config.datamanager.data = scene
+    config.model.filter_num_layers = 0
+    with pytest.raises(SystemExit):
+        config.setup(device="cpu", test_mode="val")
+    assert "filter-num-layers must be positive" in capsys.readouterr().out
+
+
+def test_ns_train_on_a_folder_without_transforms(tmp_path):
+    """The real CLI: clear message, non-zero exit, no traceback."""
+    (tmp_path / "photos").mkdir()
+    cmd = [
+        str(BIN / "ns-train"),
+        "rff-nerf-lite",
+        "--data",
+        str(tmp_path / "photos"),
+        "--machine.device-type",
+        "cpu",
+        "--vis",
+        "tensorboard",
+        "--output-dir",
+        str(tmp_path / "runs"),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    text = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode == 2
+    assert "has no transforms_train.json: not a Blender-format scene" in text
+    assert "Traceback" not in text
+
+
+def test_export_mesh_cli_bad_input_is_one_line(tmp_path):
+    out = subprocess.run(
+        [str(BIN / "rff-export-mesh"), "--load-config", str(tmp_path / "none.yml"), "--output-path", "m.ply"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2
+    hint = "pass the config.yml that ns-train printed at the end of training"
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1] == f"rff-export-mesh: error: {tmp_path / 'none.yml'} does not exist; {hint}"
+    assert "Traceback" not in out.stderr and not (tmp_path / "m.ply").exists()

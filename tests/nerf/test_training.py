@@ -1,0 +1,299 @@
+"""A real rff-nerf-lite training run on a tiny generated scene (CPU, in this process), then what users do with it:
+the line search set the filter's rate every step, checkpoints and config round-trip, mesh export, the viewer."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import open3d as o3d
+import pytest
+import torch
+import yaml
+from nerfstudio.engine.trainer import TrainerConfig
+
+from rff_field.core.line_search import filter_step_size
+from rff_field.core.optim import FILTER_GROUP
+from rff_field.nerf.model import FIELDS_GROUP, FILTER_LR_TAG, RFFNeRFModel, RFFNeRFModelConfig
+from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
+from rff_field.nerf.training import lite_config, train_in_process
+
+STEPS = 30
+LR_MAX = 10.0  # wide bounds: the rule's value (often above 1 here) is then not just its upper bound
+BIN = Path(sys.executable).parent
+
+
+def tiny_config(data: Path, output_dir: Path, steps: int = STEPS) -> TrainerConfig:
+    """rff-nerf-lite shrunk to a fraction of a second per step."""
+    config = lite_config(data, output_dir, steps, experiment_name="tiny")
+    config.pipeline.datamanager.train_num_rays_per_batch = 128
+    config.pipeline.datamanager.eval_num_rays_per_batch = 128
+    model = config.pipeline.model
+    assert isinstance(model, RFFNeRFModelConfig)
+    model.num_coarse_samples = 16
+    model.num_importance_samples = 16
+    model.base_mlp_num_layers = 2
+    model.base_mlp_layer_width = 32
+    model.skip_connections = ()
+    model.head_mlp_num_layers = 1
+    model.head_mlp_layer_width = 16
+    model.num_frequencies = 6
+    model.compute_lpips = False
+    model.line_search.lr_max = LR_MAX
+    config.steps_per_eval_batch = 10
+    config.steps_per_eval_image = 10**9
+    config.steps_per_eval_all_images = 10**9
+    return config
+
+
+def _adam_direction(opt: torch.optim.Optimizer, group: dict, p: torch.Tensor) -> torch.Tensor:
+    """Adam's update per unit rate with this step's gradient folded into the moments (written independently)."""
+    beta1, beta2 = group["betas"]
+    g = p.grad.double()
+    state = opt.state.get(p, {})
+    t = float(state["step"]) + 1 if "step" in state else 1.0
+    m = (beta1 * state["exp_avg"].double() if "exp_avg" in state else 0) + (1 - beta1) * g
+    v = (beta2 * state["exp_avg_sq"].double() if "exp_avg_sq" in state else 0) + (1 - beta2) * g * g
+    return -(m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + group["eps"])
+
+
+class RuleWatcher:
+    """Step pre-hooks, registered after the line search's, that recompute the rule from the raw gradients."""
+
+    def __init__(self, trainer) -> None:
+        self.trainer = trainer
+        self.model: RFFNeRFModel = trainer.pipeline.model
+        self.optimizers = trainer.optimizers.optimizers
+        self.expected: list[float] = []
+        self.observed: list[float] = []
+        self._step = None
+        for opt in self.optimizers.values():
+            opt.register_step_pre_hook(self._hook)
+
+    def _directional(self, name: str) -> float:
+        opt = self.optimizers[name]
+        total = 0.0
+        for group in opt.param_groups:
+            d = sum(
+                float((p.grad.double() * _adam_direction(opt, group, p)).sum())
+                for p in group["params"]
+                if p.grad is not None
+            )
+            total += d * (group["lr"] if name != FILTER_GROUP else 1.0)
+        return total
+
+    def _hook(self, opt, args, kwargs) -> None:
+        if self._step != self.trainer.step:  # first optimizer of this step: nothing has been updated yet
+            self._step = self.trainer.step
+            cfg = self.model.config
+            self.expected.append(
+                filter_step_size(
+                    float(self.model.training_loss().detach()),
+                    self._directional(FILTER_GROUP),
+                    self._directional(FIELDS_GROUP),
+                    1.0,
+                    lr_min=cfg.line_search.lr_min,
+                    lr_max=cfg.line_search.lr_max,
+                    eps=cfg.line_search.eps,
+                    c1=cfg.line_search.c1,
+                )
+            )
+        if opt is self.optimizers[FILTER_GROUP]:
+            self.observed.append(float(opt.param_groups[0]["lr"]))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Train the tiny config once for the whole module."""
+    root = tmp_path_factory.mktemp("nerf")
+    scene = write_blender_scene(
+        root / "scene", SceneSpec(image_size=16, num_train=6, num_val=2, num_test=2, supersample=2)
+    )
+    config = tiny_config(scene, root / "runs")
+    watch = {}
+
+    def on_setup(trainer):
+        watch["watcher"] = RuleWatcher(trainer)
+        watch["model"] = trainer.pipeline.model
+
+    config_path = train_in_process(config, on_setup=on_setup)
+    return {"root": root, "scene": scene, "config_path": config_path, **watch}
+
+
+def test_trains_and_writes_checkpoint(trained):
+    ckpts = sorted((trained["config_path"].parent / "nerfstudio_models").glob("step-*.ckpt"))
+    assert [c.name for c in ckpts] == [f"step-{STEPS - 1:09d}.ckpt"]
+    state = torch.load(ckpts[0], map_location="cpu")  # torch's default weights_only=True, as ns-eval/ns-viewer load
+    assert any("position_encoding.filter" in k for k in state["pipeline"])
+    assert set(state["optimizers"]) == {FIELDS_GROUP, FILTER_GROUP}
+
+
+def test_line_search_set_filter_lr_every_step_to_the_rule(trained):
+    watcher: RuleWatcher = trained["watcher"]
+    model: RFFNeRFModel = trained["model"]
+    assert model.line_search is not None
+    assert len(watcher.expected) == STEPS and len(watcher.observed) == STEPS
+    assert len(model.line_search.history) == STEPS
+    np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(model.line_search.history, watcher.observed, rtol=0, atol=0)
+    assert all(0.0 <= lr <= LR_MAX for lr in watcher.observed)
+    # the rate actually moved: it is not pinned at a bound on every step
+    assert len({round(lr, 12) for lr in watcher.observed}) > 1
+
+
+def test_filter_lr_logged_every_step(trained):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(trained["config_path"].parent))
+    acc.Reload()
+    events = acc.Scalars(FILTER_LR_TAG)
+    assert [e.step for e in events] == list(range(STEPS))
+    np.testing.assert_allclose([e.value for e in events], trained["model"].line_search.history, rtol=1e-6)
+
+
+def test_config_round_trips_and_loads_with_eval_setup(trained):
+    from rff_field.nerf.loading import load_rff_pipeline
+
+    config = yaml.load(trained["config_path"].read_text(), Loader=yaml.Loader)
+    assert isinstance(config, TrainerConfig) and config.method_name == "rff-nerf-lite"
+    assert isinstance(config.pipeline.model, RFFNeRFModelConfig)
+    assert config.pipeline.model.line_search.lr_max == LR_MAX and config.pipeline.model.base_mlp_layer_width == 32
+    assert config.optimizers[FILTER_GROUP]["scheduler"] is None
+
+    _, pipeline, model, step = load_rff_pipeline(trained["config_path"], test_mode="test")
+    assert step == STEPS - 1
+    trained_weight = trained["model"].field_fine.position_encoding.filter[0].weight
+    assert torch.equal(model.field_fine.position_encoding.filter[0].weight.cpu(), trained_weight.detach().cpu())
+    outputs = model.get_outputs_for_camera(pipeline.datamanager.eval_dataset.cameras[0:1])
+    for key in ("rgb", "depth", "accumulation", "rgb_coarse", "rgb_fine"):
+        assert key in outputs and outputs[key].shape[:2] == (16, 16)
+
+
+def test_export_mesh_writes_a_coloured_mesh(trained, tmp_path):
+    from rff_field.cli.export_mesh import ExportMesh, run
+    from rff_field.common.mesh import sample_grid
+
+    model = trained["model"]
+    grid = sample_grid(lambda x: model.field_fine.density_fn(x)[..., 0], [-1.5] * 3, [1.5] * 3, 24)
+    threshold = float(np.quantile(grid, 0.9))  # a level the short-trained density surely crosses
+    out = tmp_path / "mesh.ply"
+    args = ExportMesh(load_config=trained["config_path"], output_path=out, resolution=24, threshold=threshold)
+    assert run(args) == 0
+    mesh = o3d.io.read_triangle_mesh(str(out))
+    assert len(mesh.triangles) > 0 and mesh.has_vertex_colors()
+    colours = np.asarray(mesh.vertex_colors)
+    assert colours.min() >= 0 and colours.max() <= 1 and colours.std() > 0
+    # components: only the largest was kept
+    _, counts, _ = mesh.cluster_connected_triangles()
+    assert len(counts) == 1
+    # never overwrite without the flag
+    assert run(args) == 2
+    too_high = ExportMesh(
+        load_config=trained["config_path"], output_path=tmp_path / "m2.ply", resolution=8, threshold=1e9
+    )
+    assert run(too_high) == 2
+    assert not (tmp_path / "m2.ply").exists()
+
+
+def test_export_mesh_rejects_a_config_that_is_not_rff_nerf(trained, tmp_path, capsys):
+    from nerfstudio.configs.method_configs import method_configs
+
+    from rff_field.cli.export_mesh import ExportMesh, run
+
+    other = tmp_path / "config.yml"
+    other.write_text(yaml.dump(method_configs["nerfacto"]))
+    assert run(ExportMesh(load_config=other, output_path=tmp_path / "x.ply")) == 2
+    assert "'nerfacto' run, not an rff-nerf one" in capsys.readouterr().err
+    (tmp_path / "junk.yml").write_text("just: [text")
+    assert run(ExportMesh(load_config=tmp_path / "junk.yml", output_path=tmp_path / "x.ply")) == 2
+    assert run(ExportMesh(load_config=tmp_path / "missing.yml", output_path=tmp_path / "x.ply")) == 2
+    out = capsys.readouterr().err
+    assert "not a readable nerfstudio config" in out and "does not exist" in out
+    assert not (tmp_path / "x.ply").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_viewer_serves_the_trained_model(trained, tmp_path):
+    port = _free_port()
+    log = open(tmp_path / "viewer.log", "w")
+    proc = subprocess.Popen(
+        [str(BIN / "ns-viewer"), "--load-config", str(trained["config_path"]), "--viewer.websocket-port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        status, deadline = None, time.time() + 180
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+                    status = response.status
+                    break
+            except OSError:
+                time.sleep(1)
+        assert status == 200, (tmp_path / "viewer.log").read_text()[-2000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    assert proc.returncode is not None
+
+
+def test_filter_off_is_the_baseline_with_one_change(tmp_path):
+    """The MLP+PE baseline has the same fields except the filter, and no 'filter' optimizer group."""
+    from nerfstudio.data.scene_box import SceneBox
+
+    box = SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3]))
+    on = RFFNeRFModelConfig(compute_lpips=False).setup(scene_box=box, num_train_data=1)
+    off = RFFNeRFModelConfig(compute_lpips=False, use_filter=False).setup(scene_box=box, num_train_data=1)
+    assert set(on.get_param_groups()) == {FIELDS_GROUP, FILTER_GROUP}
+    assert set(off.get_param_groups()) == {FIELDS_GROUP}
+    inr_on, inr_off = on.get_param_groups()[FIELDS_GROUP], off.get_param_groups()[FIELDS_GROUP]
+    assert [p.shape for p in inr_on] == [p.shape for p in inr_off]
+    d = 3 + 3 * 2 * 10  # nerf-pytorch PE with 10 bands
+    assert [tuple(p.shape) for p in on.get_param_groups()[FILTER_GROUP]] == [(d, d)] * 6  # 3 layers x coarse/fine
+    assert math.isclose(sum(p.numel() for p in on.get_param_groups()[FILTER_GROUP]), 6 * d * d)
+
+
+def test_trains_on_a_nerfstudio_dataset(trained, tmp_path):
+    """`ns-train rff-nerf-lite nerfstudio-data --data ...`: the same scene as a transforms.json dataset."""
+    import json
+
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    scene, data = trained["scene"], tmp_path / "ns"
+    (data / "images").mkdir(parents=True)
+    frames = []
+    for split in ("train", "test"):
+        meta = json.loads((scene / f"transforms_{split}.json").read_text())
+        for frame in meta["frames"]:
+            name = f"{split}_{frame['file_path'].split('/')[-1]}.png"
+            (data / "images" / name).write_bytes((scene / (frame["file_path"][2:] + ".png")).read_bytes())
+            frames.append({"file_path": f"images/{name}", "transform_matrix": frame["transform_matrix"]})
+    focal = 8 / math.tan(0.5 * meta["camera_angle_x"])
+    intrinsics = {"fl_x": focal, "fl_y": focal, "cx": 8, "cy": 8, "w": 16, "h": 16, "camera_model": "OPENCV"}
+    (data / "transforms.json").write_text(json.dumps({**intrinsics, "frames": frames}))
+
+    config = tiny_config(data, tmp_path / "runs", steps=3)
+    config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig()
+    config.pipeline.model.collider_params = {"near_plane": 0.05, "far_plane": 6.0}
+    config_path = train_in_process(config)
+    assert (config_path.parent / "nerfstudio_models" / "step-000000002.ckpt").exists()

@@ -1,0 +1,158 @@
+"""``rff-sdf fit``, ``bench`` and ``pool`` end to end with tiny settings, and their one-line errors."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from rff_field.bench.sdf import parse_method
+from rff_field.cli import sdf as cli
+from rff_field.core.errors import UsageError
+from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig
+
+TINY = [
+    "--hidden-features", "32", "--hidden-layers", "2", "--pe-frequencies", "6", "--rff-frequencies", "18",
+    "--points-per-step", "400", "--resolution", "24", "--eval-samples", "2000", "--bacon-max-frequency", "32",
+]  # fmt: skip
+
+
+def run_cli(monkeypatch, capsys, *args):
+    """Run the console script; returns (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["rff-sdf", *map(str, args)])
+    code = 0
+    try:
+        cli.entrypoint()
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fit_writes_mesh_metrics_and_rendering(tmp_path):
+    out = tmp_path / "fit"
+    record = cli.main(["fit", "--out", str(out), "--method", "filtered-pe", "--iters", "60", *TINY])
+    for name in ("mesh.ply", "metrics.json", "render.png", "history.npz", "config.json", "model.pt"):
+        assert (out / name).is_file(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("method", "mesh", "iters", "seconds_per_iter", "chamfer", "chamfer_l1", "normal_consistency",
+                "f_score", "f_threshold", "num_samples", "parameters", "filter_parameters"):  # fmt: skip
+        assert key in metrics, key
+    assert metrics["method"] == "filtered-pe" and metrics["mesh"] == "generated" and metrics["iters"] == 60
+    assert metrics["sampling"] == "fresh" and metrics["distance"] == "exact"
+    assert record["chamfer"] == metrics["chamfer"]
+    history = np.load(out / "history.npz")
+    assert len(history["loss"]) == 60 and len(history["filter_lr"]) == 60
+
+
+def test_fit_refuses_a_non_empty_out_dir(tmp_path, monkeypatch, capsys):
+    (tmp_path / "keep.txt").write_text("user data")
+    code, _, err = run_cli(monkeypatch, capsys, "fit", "--out", tmp_path, "--iters", "2", *TINY)
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "not empty" in err and "--overwrite" in err
+    assert (tmp_path / "keep.txt").read_text() == "user data"
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b"", "is empty"), (b"ply\nformat nonsense\n\x00\x01", "could not read"), (b"v 0 0 0\nv 1 0 0\n", "no triangles")],
+)
+def test_bad_meshes_give_one_line_errors(tmp_path, monkeypatch, capsys, content, message):
+    suffix = ".ply" if content.startswith(b"ply") else ".obj"
+    mesh = tmp_path / f"bad{suffix}"
+    mesh.write_bytes(content)
+    code, _, err = run_cli(monkeypatch, capsys, "fit", "--mesh", mesh, "--out", tmp_path / "o", "--iters", "2")
+    assert code == 2 and message in err and err.startswith("rff-sdf: error:")
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()  # nothing written for a bad input
+
+
+def test_not_watertight_mesh_names_the_way_out(tmp_path, monkeypatch, capsys):
+    import open3d as o3d
+
+    from rff_field.sdf.data import sphere_mesh
+
+    mesh = sphere_mesh(0.3, 3)
+    mesh.remove_triangles_by_index([7])
+    o3d.io.write_triangle_mesh(str(tmp_path / "open.ply"), mesh)
+    code, _, err = run_cli(monkeypatch, capsys, "fit", "--mesh", tmp_path / "open.ply", "--out", tmp_path / "o")
+    assert code == 2 and "not watertight" in err and "--fill-holes" in err
+
+
+def test_invalid_options_are_reported(tmp_path, monkeypatch, capsys):
+    code, _, err = run_cli(monkeypatch, capsys, "fit", "--out", tmp_path / "o", "--iters", "0")
+    assert code == 2 and "--iters" in err
+    code, _, err = run_cli(monkeypatch, capsys, "bench", "--out", tmp_path / "b", "--methods", "nope")
+    assert code == 2 and "unknown method" in err
+
+
+def test_method_specs_parse_overrides():
+    spec = parse_method("nols:filtered-pe,line_search.enabled=false,hidden-features=48,lr=2e-3")
+    network, train = spec.configs(SDFNetworkConfig(), SDFTrainConfig())
+    assert spec.label == spec.slug == "nols" and network.method == "filtered-pe" and network.hidden_features == 48
+    assert not train.line_search.enabled and train.lr == 0.002
+    legacy = parse_method("filtered-pe:line_search=false")  # the form of earlier versions
+    assert legacy.label == "filtered-pe:line_search=false" and not legacy.configs(network, train)[1].line_search.enabled
+    with pytest.raises(ValueError, match="unknown option"):
+        parse_method("mlp-pe:color=red")
+
+
+def test_bench_pool_resume_and_report(tmp_path):
+    out = tmp_path / "bench"
+    args = ["bench", "--out", str(out), "--iters", "8", "--methods", "mlp-pe", "bacon", "filtered-pe:line_search=false"]
+    result = cli.main([*args, *TINY])
+    for name in ("results.json", "results.md", "figure_generated.png", "pools/generated.npz"):
+        assert (out / name).is_file(), name
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["label"] for r in runs] == ["mlp-pe", "bacon", "filtered-pe:line_search=false"]
+    assert all(r["sampling"] == "pool" and r["pool_size"] == 8 * 400 for r in runs)
+    assert "| mlp-pe |" in (out / "results.md").read_text()
+    assert len(result["records"]) == 3
+    # A second bench refuses the directory; --resume reuses finished runs without training again.
+    with pytest.raises(UsageError):
+        cli.main([*args, *TINY])
+    stamp = (out / "runs/generated/mlp-pe/metrics.json").stat().st_mtime_ns
+    cli.main([*args, *TINY, "--resume"])
+    assert (out / "runs/generated/mlp-pe/metrics.json").stat().st_mtime_ns == stamp
+    # --report-only recomputes metrics that were not exact (as from a machine without open3d).
+    path = out / "runs/generated/bacon/metrics.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps(record | {"distance": "kdtree", "chamfer": 1.0}))
+    cli.main(["bench", "--out", str(out), "--report-only"])
+    assert json.loads(path.read_text())["chamfer"] == pytest.approx(record["chamfer"])
+    # --reevaluate recomputes every run, e.g. with another F-score threshold.
+    cli.main(["bench", "--out", str(out), "--report-only", "--reevaluate", "--f-threshold", "0.5"])
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["label"] for r in runs] == ["mlp-pe", "bacon", "filtered-pe:line_search=false"]  # given order
+    assert all(r["f_threshold"] == 0.5 and r["f_score"] == float(r["mesh_triangles"] > 0) for r in runs)
+    # --floor adds the exact SDF's marching cubes as a reference row, which scores better than the tiny fits.
+    cli.main(["bench", "--out", str(out), "--report-only", "--floor", "--resolution", "24", "--eval-samples", "2000"])
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    floor = runs[-1]
+    assert floor["label"] == "exact-sdf" and floor["mesh_closed"]
+    assert floor["chamfer"] < min(r["chamfer"] for r in runs[:-1] if r["chamfer"] is not None)
+    assert "| exact-sdf |" in (out / "results.md").read_text()
+
+
+def test_pool_then_fit_from_the_pool(tmp_path):
+    pool = tmp_path / "shape.npz"
+    cli.main(["pool", "--out", str(pool), "--size", "4000", "--eval-samples", "1000"])
+    with np.load(pool) as data:
+        assert data["coarse_points"].shape == (2000, 3) and data["surface_points"].shape == (1000, 3)
+    with pytest.raises(UsageError):
+        cli.main(["pool", "--out", str(pool), "--size", "10"])
+    out = tmp_path / "fit"
+    cli.main(["fit", "--pool", str(pool), "--out", str(out), "--method", "siren", "--iters", "5", *TINY])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["sampling"] == "pool" and metrics["mesh"] == "generated"
+
+
+def test_help_documents_every_option(capsys):
+    texts = {}
+    for sub in ("fit", "bench", "pool"):
+        with pytest.raises(SystemExit):
+            cli.main([sub, "--help"])
+        texts[sub] = capsys.readouterr().out
+    assert "--line-search.no-enabled" in texts["fit"] and "--filter-bias" in texts["fit"] and "--mesh" in texts["fit"]
+    assert "--methods" in texts["bench"] and "--method " not in texts["bench"]  # per-run method is suppressed
+    assert "--size" in texts["pool"]

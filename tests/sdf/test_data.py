@@ -1,0 +1,135 @@
+"""Shapes for SDF regression: mesh checks and their errors, normalisation, exact signed distances, pools."""
+
+import numpy as np
+import open3d as o3d
+import pytest
+
+from rff_field.sdf.data import (
+    MeshSDF,
+    SamplePool,
+    UsageError,
+    bacon_normalization,
+    build_pool,
+    edge_counts,
+    generated_shape,
+    is_closed,
+    load_mesh,
+    load_shape,
+    sphere_mesh,
+)
+
+
+@pytest.fixture(scope="module")
+def sphere_sdf():
+    return MeshSDF(sphere_mesh(0.35, subdivisions=5), seed=0)
+
+
+def _write(mesh, path):
+    mesh.compute_triangle_normals()
+    assert o3d.io.write_triangle_mesh(str(path), mesh)
+    return path
+
+
+def test_sphere_signed_distance_has_right_signs_and_values(sphere_sdf):
+    rng = np.random.default_rng(0)
+    points = rng.uniform(-0.5, 0.5, (4000, 3)).astype(np.float32)
+    exact = np.linalg.norm(points, axis=-1) - 0.35
+    sdf = sphere_sdf.signed_distance(points)
+    assert np.abs(sdf - exact).max() < 2e-3  # the icosphere deviates from the sphere by < 1e-3
+    clear = np.abs(exact) > 2e-3
+    assert (np.sign(sdf[clear]) == np.sign(exact[clear])).all()
+    assert (sdf[np.linalg.norm(points, axis=-1) < 0.3] < 0).all()  # negative inside
+
+
+def test_bacon_batches_are_half_coarse_half_fine_inside_the_box(sphere_sdf):
+    batch = sphere_sdf.sample(4000)
+    assert batch.points.shape == (4000, 3) and batch.sdf.shape == (4000,)
+    assert batch.num_coarse == 2000
+    assert batch.points.abs().max() <= 0.5
+    coarse, fine = batch.sdf[:2000].abs(), batch.sdf[2000:].abs()
+    assert fine.median() < 2e-3  # Laplace 1e-3 around the surface
+    assert coarse.median() > 20 * fine.median()  # Laplace 0.1
+    exact = batch.points.norm(dim=-1) - 0.35
+    assert (batch.sdf - exact).abs().max() < 2e-3
+
+
+def test_generated_shape_is_watertight_and_normalised():
+    name, mesh = load_shape(None)
+    assert name == "generated"
+    assert is_closed(np.asarray(mesh.triangles))
+    v = np.asarray(mesh.vertices)
+    assert v.min() == pytest.approx(-0.45) and v.max() == pytest.approx(0.45)
+    assert is_closed(np.asarray(generated_shape(3).triangles))
+
+
+def test_bacon_normalization_keeps_aspect_ratio():
+    v = np.array([[0, 0, 0], [10, 2, 1], [4, 1, 3.0]])
+    norm = bacon_normalization(v)
+    out = norm.apply(v)
+    assert out.min() == pytest.approx(-0.45) and out.max() == pytest.approx(0.45)
+    np.testing.assert_allclose(np.ptp(out, axis=0) / np.ptp(v, axis=0), norm.scale)
+
+
+def test_load_mesh_accepts_stl_with_repeated_vertices(tmp_path):
+    path = _write(sphere_mesh(0.3, 3), tmp_path / "sphere.stl")  # STL stores three vertices per triangle
+    mesh = load_mesh(path)
+    assert is_closed(np.asarray(mesh.triangles))
+
+
+def test_missing_and_unsupported_files(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        load_mesh(tmp_path / "nope.obj")
+    (tmp_path / "mesh.xyz").write_text("0 0 0\n")
+    with pytest.raises(UsageError, match="suffix"):
+        load_mesh(tmp_path / "mesh.xyz")
+
+
+def test_empty_and_unreadable_files(tmp_path):
+    (tmp_path / "empty.obj").write_text("")
+    with pytest.raises(UsageError, match="empty"):
+        load_mesh(tmp_path / "empty.obj")
+    (tmp_path / "junk.ply").write_bytes(b"this is not a ply file\x00\x01\x02")
+    with pytest.raises(UsageError, match="could not read"):
+        load_mesh(tmp_path / "junk.ply")
+
+
+def test_point_cloud_degenerate_and_flat_meshes(tmp_path):
+    (tmp_path / "points.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\n")
+    with pytest.raises(UsageError, match="no triangles"):
+        load_mesh(tmp_path / "points.obj")
+    (tmp_path / "line.obj").write_text("v 0 0 0\nv 1 0 0\nv 2 0 0\nf 1 2 3\n")
+    with pytest.raises(UsageError, match="degenerate"):
+        load_mesh(tmp_path / "line.obj")
+    (tmp_path / "square.obj").write_text("v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3\nf 1 3 4\n")
+    with pytest.raises(UsageError, match="flat"):
+        load_mesh(tmp_path / "square.obj")
+
+
+def test_mesh_with_a_hole_is_refused_and_fill_holes_repairs_it(tmp_path):
+    sphere = sphere_mesh(0.3, 3)
+    sphere.remove_triangles_by_index([5, 100])  # two small holes
+    path = _write(sphere, tmp_path / "holed.ply")
+    with pytest.raises(UsageError, match="not watertight.*--fill-holes"):
+        load_mesh(path)
+    repaired = load_mesh(path, fill_holes=True)
+    assert edge_counts(np.asarray(repaired.triangles)) == (0, 0)
+
+
+def test_pool_roundtrip_gives_fresh_samples_in_order(tmp_path, sphere_sdf):
+    arrays = build_pool(sphere_sdf, 2000, "sphere", surface_samples=500, chunk=300)
+    assert arrays["coarse_points"].shape == (1000, 3) and arrays["fine_sdf"].shape == (1000,)
+    exact = np.linalg.norm(arrays["fine_points"], axis=-1) - 0.35
+    assert np.abs(arrays["fine_sdf"] - exact).max() < 2e-3
+    np.savez(tmp_path / "pool.npz", **arrays)
+    pool = SamplePool.load(tmp_path / "pool.npz", seed=3)
+    assert len(pool) == 2000 and pool.meta["name"] == "sphere"
+    batches = [pool.sample(400) for _ in range(5)]  # exactly one pass over the pool
+    points = np.concatenate([b.points.numpy() for b in batches])
+    assert len(np.unique(points, axis=0)) == 2000  # no sample repeated within a pass
+    assert all(b.num_coarse == 200 for b in batches)
+    again = SamplePool.load(tmp_path / "pool.npz", seed=3).sample(400)
+    np.testing.assert_array_equal(again.points.numpy(), batches[0].points.numpy())
+    with pytest.raises(UsageError, match="does not exist"):
+        SamplePool.load(tmp_path / "missing.npz")
+    with pytest.raises(UsageError, match="lacks"):
+        SamplePool({"coarse_points": arrays["coarse_points"]})
