@@ -23,16 +23,19 @@ import math
 import os
 import shutil
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import numpy as np
 
+from rff_field.bench.jobs import Job, JobOptions, print_jobs, run_jobs, selected
 from rff_field.bench.variants import Variant, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
+from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
 from rff_field.image.data import UsageError, downsample, load_image
-from rff_field.image.fit import FitConfig, resolve_device, run_fit
+from rff_field.image.fit import FitConfig, run_fit
 from rff_field.image.plots import history_series
 from rff_field.inr.config import NetworkConfig, build_network, count_parameters
 
@@ -122,8 +125,8 @@ def match_size(config: NetworkConfig, target: int, channels: int, sidelength: in
 class BenchConfig:
     """A benchmark: variants x images with one protocol, the robustness sweep, and longer runs."""
 
-    images: Path
-    """Folder of images (PNG/JPEG), e.g. ../shared/data/kodak."""
+    images: Path = Path("../shared/data/kodak")
+    """Folder of images (PNG/JPEG)."""
     out: Path = Path("outputs/bench-image")
     """Output folder: one subfolder per job, plus results.json, results.md and figures."""
     names: tuple[str, ...] = ()
@@ -156,34 +159,16 @@ class BenchConfig:
     count a separate invocation's plain MLP matches)."""
     crops_image: Optional[str] = None
     """Image shown in the crops figure (default: the first image)."""
-    shard: str = "0/1"
-    """Run only jobs whose index is I modulo N (``I/N``), to split the grid across processes."""
-    job: Optional[int] = None
-    """Run only this job (an index from --list-jobs) and do not summarise."""
-    list_jobs: bool = False
-    """Print the job list (index, status, iterations, estimated relative cost, folder) and exit."""
     summarize_only: bool = False
     """Run nothing; rebuild results.json, results.md and the figures from the finished jobs."""
-    overwrite: bool = False
-    """Rerun jobs that already finished (their folders are replaced)."""
+    jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
+    """Which jobs to run, and how."""
     progress: bool = True
     """Show a progress bar per job."""
 
 
-@dataclass
-class Job:
-    """One fit of the benchmark."""
-
-    index: int
-    group: str
-    image: str
-    path: Path
-    variant: Variant
-    iters: int
-
-    @property
-    def folder(self) -> Path:
-        return Path({"main": "runs", "sweep": "sweep", "long": "long"}[self.group]) / self.image / self.variant.label
+GROUP_FOLDERS = {"main": "runs", "sweep": "sweep", "long": "long"}
+"""The folder of each group's jobs (``<folder>/<image>/<label>``)."""
 
 
 def list_images(folder: Path, names: tuple[str, ...]) -> list[Path]:
@@ -225,7 +210,8 @@ def build_jobs(config: BenchConfig) -> list[Job]:
     def add(group: str, paths: list[Path], group_variants: list[Variant], iters: int) -> None:
         for variant in group_variants:
             for path in paths:
-                jobs.append(Job(len(jobs), group, path.stem, path, variant, iters))
+                folder = Path(GROUP_FOLDERS[group]) / path.stem / variant.label
+                jobs.append(Job(len(jobs), folder, variant, path.stem, group, iters, path))
 
     add("main", images, variants, config.fit.iters)
     if config.sweep_names and (config.sweep_sigmas or config.sweep_pe_scales):
@@ -262,16 +248,12 @@ def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) ->
 
 def estimated_cost(config: BenchConfig, job: Job) -> float:
     """A rough relative cost (iterations x parameters, complex WIRE x4) to order jobs cheapest first."""
-    image = load_image(job.path)
+    image = load_image(job.source)
     height, width, channels = image.pixels.shape
     height, width = height // config.downsample, width // config.downsample
     fit = job_config(config, job, channels, max(height, width))
     params = parameter_count(fit.network, channels, max(height, width))
     return job.iters * params * (4 if fit.network.method == "wire" else 1) * height * width / 1e9
-
-
-def _status(config: BenchConfig, job: Job) -> str:
-    return "done" if (config.out / job.folder / "metrics.json").exists() else "pending"
 
 
 def protocol_of(config: BenchConfig) -> dict:
@@ -305,13 +287,13 @@ def _check_out(config: BenchConfig) -> None:
     if marker.exists():
         stored = json.loads(marker.read_text()).get("protocol", {})
         conflicts = _conflicts(stored, json.loads(json.dumps(protocol)))
-        if conflicts and not config.overwrite:
+        if conflicts and not config.jobs.overwrite:
             raise UsageError(
                 f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see {marker}); use "
                 "another --out, or --overwrite to rerun every job with this one"
             )
     out.mkdir(parents=True, exist_ok=True)
-    if not marker.exists() or config.overwrite:
+    if not marker.exists() or config.jobs.overwrite:
         partial = out / f".bench.json.{os.getpid()}"
         partial.write_text(json.dumps({"protocol": protocol}, indent=1) + "\n")
         os.replace(partial, marker)  # atomic: parallel jobs may read it
@@ -342,54 +324,35 @@ def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: di
     return len(linked)
 
 
-def run_job(config: BenchConfig, job: Job, notify: Callable[[str], None]) -> dict:
+def run_job(config: BenchConfig, job: Job, notify: Optional[Callable[[str], None]] = None) -> dict:
     """Fit one job and write its folder; returns its metrics."""
-    image = load_image(job.path)
+    image = load_image(job.source)
     pixels = downsample(image.pixels, config.downsample)
     height, width, channels = pixels.shape
     fit = job_config(config, job, channels, max(height, width))
     extra = {"label": job.variant.label, "variant": job.variant.spec, "group": job.group}
-    return run_fit(job.path, config.out / job.folder, fit, config.downsample, overwrite=True,
+    return run_fit(job.source, config.out / job.folder, fit, config.downsample, overwrite=True,
                    progress=config.progress, notify=notify, extra_metrics=extra)  # fmt: skip
 
 
 def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:
     """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
-    notify = notify or (lambda message: print(f"note: {message}"))
     jobs = build_jobs(config)
-    if config.list_jobs:
-        for job in jobs:
-            print(f"{job.index}\t{_status(config, job)}\t{job.iters}\t{estimated_cost(config, job):.3g}\t{job.folder}")
+    config.jobs.check(jobs)
+    if config.jobs.list_jobs:
+        print_jobs(jobs, config.out)
         return None
     resolve_device(config.fit.device)
     if config.summarize_only:
         return summarize(config, jobs)
     _check_out(config)
-    if config.job is not None:
-        if not 0 <= config.job < len(jobs):
-            raise UsageError(f"--job {config.job} is out of range: there are {len(jobs)} jobs (see --list-jobs)")
-        todo = [jobs[config.job]]
-    else:
-        shard, count = _parse_shard(config.shard)
-        todo = [job for job in jobs if job.index % count == shard]
-    for job in todo:
-        if _status(config, job) == "done" and not config.overwrite:
-            continue
-        print(f"job {job.index}/{len(jobs)}: {job.folder} ({job.iters} iterations)")
-        run_job(config, job, notify)
-    if config.job is not None:
+    todo = selected(jobs, config.jobs)
+    report = run_jobs(todo, config.out, partial(run_job, config, notify=notify), config.jobs, total=len(jobs))
+    if report.budget_reached:
+        print(f"time budget of {config.jobs.budget_s:g} s reached; rerun the same command to go on")
+    if config.jobs.job is not None:
         return None
     return summarize(config, jobs)
-
-
-def _parse_shard(text: str) -> tuple[int, int]:
-    try:
-        shard, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard {text!r}: expected I/N, e.g. 0/2") from None
-    if count < 1 or not 0 <= shard < count:
-        raise UsageError(f"--shard {text!r}: need 0 <= I < N")
-    return shard, count
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -444,7 +407,7 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
             # another name (e.g. a study label, or the main group of a longer bench)
             runs.append(run_summary(metrics) | {"label": job.variant.label, "group": job.group,
                                                 "variant": job.variant.spec})  # fmt: skip
-            histories[(job.group, job.image, job.variant.label)] = metrics
+            histories[(job.group, job.subject, job.variant.label)] = metrics
     groups: dict[str, dict] = {}
     for group in ("main", "sweep", "long"):
         rows = [r for r in runs if r["group"] == group]
@@ -471,13 +434,13 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
     (config.out / "results.md").write_text(results_markdown(summary))
     from rff_field.image.plots import plot_bench_curves, plot_crops, plot_sweep
 
-    crops_image = config.crops_image or (jobs[0].image if jobs else None)
+    crops_image = config.crops_image or (jobs[0].subject if jobs else None)
     if crops_image:
-        main_jobs = [j for j in jobs if j.group == "main" and j.image == crops_image]
-        done = [(j.variant.label, config.out / j.folder, histories.get(("main", j.image, j.variant.label)))
-                for j in main_jobs if ("main", j.image, j.variant.label) in histories]  # fmt: skip
+        main_jobs = [j for j in jobs if j.group == "main" and j.subject == crops_image]
+        done = [(j.variant.label, config.out / j.folder, histories.get(("main", j.subject, j.variant.label)))
+                for j in main_jobs if ("main", j.subject, j.variant.label) in histories]  # fmt: skip
         if done:
-            target = downsample(load_image(main_jobs[0].path).pixels, config.downsample)
+            target = downsample(load_image(main_jobs[0].source).pixels, config.downsample)
             plot_crops(target, done, config.out / f"crops_{crops_image}.png", title=crops_image)
             plot_crops(target, done, config.out / f"crops_flat_{crops_image}.png", title=crops_image, flat=True)
             plot_bench_curves(done, config.out / f"curves_{crops_image}.png", title=crops_image)
@@ -520,7 +483,7 @@ def results_markdown(summary: dict) -> str:
     if len(summary["machines"]) > 1:
         lines += ["", "The runs come from several machines: each s/it is that run's own wall time on its machine, so "
                   "s/it is not comparable between rows (quality is: same protocol and seed). Compare speed only "
-                  "with a side-by-side measurement (scripts/time_image_methods.py)."]  # fmt: skip
+                  "with a side-by-side measurement (rff-bench image-timing)."]  # fmt: skip
     titles = {"main": "Main grid", "sweep": "Robustness sweep", "long": "Long runs"}
     for group in ("main", "long", "sweep"):
         data = summary["groups"][group]

@@ -14,17 +14,20 @@ import copy
 import json
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
+from rff_field.bench.jobs import Job, JobOptions, is_finished, run_jobs, selected
 from rff_field.bench.variants import Variant, parse_variant, safe_label, set_options
+from rff_field.common.machine import machine_info
 from rff_field.core.errors import UsageError
 from rff_field.sdf.data import SamplePool
 from rff_field.sdf.fit import SDF_METHODS, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.metrics import Surface, shape_metrics
-from rff_field.sdf.run import GroundTruth, OutputConfig, machine_info, open3d_available, run_sdf
+from rff_field.sdf.run import GroundTruth, OutputConfig, open3d_available, run_sdf
 
 PAPER_CLAIM_BASELINES = ("mlp-pe", "siren", "bacon")
 
@@ -103,6 +106,15 @@ def write_pool(
     return out
 
 
+def sdf_jobs(shapes: Sequence[tuple[str, Path]], methods: Sequence[MethodSpec]) -> list[Job]:
+    """One job per (shape, method), shape-major, in ``runs/<shape>/<label>``."""
+    pairs = [(name, pool, spec) for name, pool in shapes for spec in methods]
+    return [
+        Job(index, Path("runs") / name / spec.slug, spec.variant, name, source=Path(pool))
+        for index, (name, pool, spec) in enumerate(pairs)
+    ]
+
+
 def run_bench(
     out: Path,
     shapes: Sequence[tuple[str, Path]],
@@ -110,30 +122,35 @@ def run_bench(
     network: SDFNetworkConfig,
     train: SDFTrainConfig,
     output: OutputConfig,
-    resume: bool = False,
+    options: JobOptions = JobOptions(),
     progress: bool = True,
 ) -> list[dict]:
-    """Run every method on every (name, pool path) shape into ``out/runs/<shape>/<method>/``.
+    """Run every method on every (name, pool path) shape into ``out/runs/<shape>/<label>/``.
 
-    With ``resume``, runs that already have a ``metrics.json`` are read instead of trained again.
+    Finished runs (with a ``metrics.json``) are kept unless ``options.overwrite``; ``options`` also selects a
+    shard or one job, worker processes and a time budget. Returns the records of every finished run, in order.
     """
-    records = []
-    for name, pool_path in shapes:
-        arrays = load_pool_arrays(pool_path)
-        gt: Optional[GroundTruth] = None
-        for spec in methods:
-            run_dir = Path(out) / "runs" / name / spec.slug
-            if resume and (run_dir / "metrics.json").is_file():
-                records.append(json.loads((run_dir / "metrics.json").read_text()))
-                continue
-            run_dir.mkdir(parents=True, exist_ok=True)
-            net_cfg, train_cfg = spec.configs(network, train)
-            pool = SamplePool(arrays, device=train_cfg.device, seed=train_cfg.seed)
-            if gt is None:
-                gt = GroundTruth.from_arrays(arrays, name)
-            extra = {"pool": str(pool_path), "pool_size": len(pool)}
-            records.append(run_sdf(run_dir, gt, pool, net_cfg, train_cfg, output, spec.label, progress, extra))
-    return records
+    jobs = sdf_jobs(shapes, methods)
+    options.check(jobs)
+    run_one = partial(run_sdf_job, Path(out), network, train, output, progress)
+    report = run_jobs(selected(jobs, options), Path(out), run_one, options, total=len(jobs))
+    if report.budget_reached:
+        print(f"time budget of {options.budget_s:g} s reached; rerun with --resume to go on")
+    return [json.loads((Path(out) / job.folder / "metrics.json").read_text()) for job in jobs if is_finished(out, job)]
+
+
+def run_sdf_job(
+    out: Path, network: SDFNetworkConfig, train: SDFTrainConfig, output: OutputConfig, progress: bool, job: Job
+) -> dict:
+    """Train, extract, measure and write one job of the benchmark."""
+    arrays = load_pool_arrays(job.source)
+    net_cfg, train_cfg = MethodSpec(job.variant).configs(network, train)
+    pool = SamplePool(arrays, device=train_cfg.device, seed=train_cfg.seed)
+    run_dir = out / job.folder
+    run_dir.mkdir(parents=True, exist_ok=True)
+    gt = GroundTruth.from_arrays(arrays, job.subject)
+    extra = {"pool": str(job.source), "pool_size": len(pool)}
+    return run_sdf(run_dir, gt, pool, net_cfg, train_cfg, output, job.variant.label, progress, extra)
 
 
 def reevaluate(out: Path, output: OutputConfig, force: bool = False) -> list[dict]:

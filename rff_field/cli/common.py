@@ -55,6 +55,7 @@ def run_command(
     description: str,
     legacy_flags: Mapping[str, str] = {},
     args: Optional[Sequence[str]] = None,
+    default: Any = None,
 ) -> Any:
     """Parse the command line into ``command_type`` and run its ``main()``; exits on user errors.
 
@@ -64,9 +65,11 @@ def run_command(
         description: Shown by ``--help``.
         legacy_flags: Flags of earlier versions and their current names.
         args: The arguments (default: ``sys.argv[1:]``).
+        default: Defaults that the command line overrides (an instance of ``command_type``).
     """
     argv = translate_legacy_flags(sys.argv[1:] if args is None else args, legacy_flags)
-    status, result = call_main(prog, tyro.cli(command_type, args=argv, description=description))
+    defaults = {} if default is None else {"default": default}
+    status, result = call_main(prog, tyro.cli(command_type, args=argv, description=description, **defaults))
     if status:
         sys.exit(status)
     return result

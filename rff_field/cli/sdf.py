@@ -15,6 +15,7 @@ from typing import Annotated, Optional, Union
 
 import tyro
 
+from rff_field.bench.jobs import JobOptions
 from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
 from rff_field.common.options import Flat
 from rff_field.core.errors import UsageError
@@ -69,6 +70,9 @@ class Bench:
     """Output directory; must be empty or absent unless --resume, --report-only or --overwrite."""
     meshes: tuple[Path, ...] = ()
     """Watertight meshes; default: the generated shape."""
+    pools: tuple[Path, ...] = ()
+    """Sample pools written by `rff-sdf pool`, used instead of --meshes (to train where open3d is missing, e.g. a
+    GPU machine; the metrics then use a KD-tree, and --report-only on a machine with open3d makes them exact)."""
     methods: tuple[str, ...] = SDF_METHODS
     """Methods, each [LABEL:]METHOD[,key=value...] with network/training overrides, e.g.
     nols:filtered-pe,line_search.enabled=false or mlp-pe,hidden_features=300."""
@@ -92,8 +96,8 @@ class Bench:
     floor: bool = False
     """Also mesh each shape's exact SDF at --resolution and measure it (row exact-sdf): the best score a network
     can reach with this marching-cubes grid."""
-    overwrite: bool = False
-    """Write into a non-empty --out."""
+    jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
+    """Which runs to do, and how (--overwrite: write into a non-empty --out and rerun finished runs)."""
 
     def main(self) -> dict:
         return run_bench(self)
@@ -183,7 +187,7 @@ def run_bench(cmd: Bench) -> dict:
         raise UsageError("--methods is empty; give at least one method")
     network = SDFNetworkConfig(**{f.name: getattr(cmd.network, f.name) for f in dataclasses.fields(cmd.network)})
     protocol = {
-        "meshes": [str(m) for m in cmd.meshes] or ["generated"],
+        "meshes": [str(m) for m in cmd.meshes or cmd.pools] or ["generated"],
         "methods": list(cmd.methods),
         "network": dataclasses.asdict(network) | {"method": "per run"},
         "train": dataclasses.asdict(cmd.train),
@@ -218,11 +222,16 @@ def run_bench(cmd: Bench) -> dict:
             )
     else:
         _check_common(cmd.train, cmd.output)
-        if out.is_dir() and any(out.iterdir()) and not (cmd.resume or cmd.overwrite):
+        if cmd.pools and cmd.meshes:
+            raise UsageError("give either --meshes (sampled now) or --pools (sampled before), not both")
+        missing = [str(pool) for pool in cmd.pools if not Path(pool).is_file()]
+        if missing:
+            raise UsageError(f"no sample pool {', '.join(missing)}; write pools with `rff-sdf pool`")
+        if out.is_dir() and any(out.iterdir()) and not (cmd.resume or cmd.jobs.overwrite):
             raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
         out.mkdir(parents=True, exist_ok=True)
-        shapes = []
-        for mesh in cmd.meshes or (None,):
+        shapes = [(Path(pool).stem, Path(pool)) for pool in cmd.pools]
+        for mesh in () if cmd.pools else cmd.meshes or (None,):
             name = Path(mesh).stem if mesh is not None else "generated"
             pool_path = out / "pools" / f"{name}.npz"
             if not (cmd.resume and pool_path.is_file()):
@@ -238,7 +247,7 @@ def run_bench(cmd: Bench) -> dict:
                     sign_rays=cmd.sign_rays,
                 )
             shapes.append((name, pool_path))
-        records = sdf_bench.run_bench(out, shapes, specs, network, cmd.train, cmd.output, resume=cmd.resume)
+        records = sdf_bench.run_bench(out, shapes, specs, network, cmd.train, cmd.output, cmd.jobs)
     if cmd.floor:
         done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
         pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}

@@ -16,8 +16,7 @@ from torch import Tensor, nn
 from rff_field.core.encodings import Encoding
 from rff_field.core.errors import UsageError
 
-# Matrix kernels run slowly on widths that are not multiples of 8: on one EPYC core the 63-wide filter's forward
-# and backward take 1.6x as long as the same filter padded to 64 (benchmarks/filter/padding.md).
+# Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
 
 FilterInit = Literal["default", "scaled", "identity", "orthogonal"]

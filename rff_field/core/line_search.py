@@ -1,6 +1,6 @@
 """The filter's learning rate, set every step by the paper's line search (Algorithm 1 + Armijo check).
 
-``filter_step_size`` is the rule itself, a pure function of a few numbers (see DESIGN.md for the reading of
+``filter_step_size`` is the rule itself, a pure function of a few numbers (see docs/method.md for the reading of
 the paper we implement). ``FilterLineSearch`` computes those numbers from the gradients and optimizer state
 and sets the filter group's learning rate from an optimizer step pre-hook, i.e. after backward and before
 any optimizer of the step has changed a parameter or its state.
@@ -140,7 +140,7 @@ class FilterLineSearch:
         optimizers: The optimizer(s) holding those parameters; any order of stepping is fine.
         loss_fn: Returns this step's training loss (a tensor or float), read once per step.
         direction: ``adam``: the optimizer's Adam update with this step's moments; ``gradient``: ``-grad``.
-        rule: ``paper``: :func:`filter_step_size` (DESIGN.md); ``balance``: :func:`balanced_step_size`.
+        rule: ``paper``: :func:`filter_step_size` (docs/method.md); ``balance``: :func:`balanced_step_size`.
         lr_min: Lower bound of the filter's rate.
         lr_max: Upper bound of the filter's rate.
         eps: The rule's epsilon.

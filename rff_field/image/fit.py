@@ -14,9 +14,6 @@ PSNR of an iteration from the training MSE of its pass (before the update), so i
 from __future__ import annotations
 
 import contextlib
-import json
-import math
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +24,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
+from rff_field.common.outputs import write_json
 from rff_field.core.errors import UsageError
 from rff_field.core.filter import FilteredEncoding
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
@@ -40,7 +39,7 @@ IMAGE_METHODS: tuple[str, ...] = (*METHODS, "sape")
 """Every method ``rff-image`` fits (SAPE is 2D-only, so it is not in ``networks.METHODS``)."""
 
 DEFAULT_LR = {"wire": 5e-3, "siren": 1e-3, "gauss": 1e-3}
-"""Learning rates of the WIRE repository / DESIGN.md; every other method (ReLU + PE/RFF, filtered) uses 1e-3."""
+"""Learning rates of the WIRE repository; every other method (ReLU + PE/RFF, filtered) uses 1e-3."""
 
 OUTPUT_FILES = ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png")
 
@@ -105,30 +104,7 @@ class FitResult:
     embedding: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def resolve_device(device: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; ``cuda`` without CUDA is an error."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu or auto")
-    return torch.device(device)
-
-
-def machine_description(device: torch.device) -> str:
-    """A one-line description of the hardware a run used."""
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)} (CUDA), torch {torch.__version__}"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}"
-
-
-class _Forward:
+class PixelPredictor:
     """The network's forward pass on pixel indices, with the fixed embedding of the grid computed once.
 
     For ``mlp-*``/``filtered-*`` networks the Fourier embedding of the pixel grid does not change during
@@ -183,7 +159,7 @@ def fit_image(
     model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
     coords = pixel_coordinates(height, width).to(device)
     target = pixels.reshape(-1, channels).to(device=device, dtype=torch.float32)
-    forward = _Forward(model, coords, config.cache_embedding)
+    forward = PixelPredictor(model, coords, config.cache_embedding)
     progressive = model if hasattr(model, "observe_error") else None  # SAPE
     if progressive is not None:
         progressive.configure(config.iters)
@@ -363,7 +339,7 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     plot_curves(result.metrics, out_dir / "curves.png")
     if result.embedding:
         plot_embedding(result.embedding, out_dir / "embedding.png")
-    (out_dir / "metrics.json").write_text(json.dumps(_finite(result.metrics), indent=1) + "\n")
+    write_json(out_dir / "metrics.json", result.metrics)  # last: a benchmark job is finished once it exists
 
 
 def check_output_dir(out_dir: Path, overwrite: bool) -> None:
@@ -373,19 +349,6 @@ def check_output_dir(out_dir: Path, overwrite: bool) -> None:
     existing = [name for name in OUTPUT_FILES if (out_dir / name).exists()]
     if existing and not overwrite:
         raise UsageError(f"{out_dir} already holds {', '.join(existing)}; pass --overwrite or choose another --out")
-
-
-def _finite(value):
-    """JSON without NaN/Infinity: non-finite floats become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 def plot_curves(metrics: dict, path: Path) -> None:

@@ -100,7 +100,7 @@ def plot_crops(
 
 def history_series(values: Optional[list]) -> tuple[np.ndarray, np.ndarray]:
     """Iterations (1-based) and values of a ``*_history`` list from metrics.json: one value per iteration, or
-    ``[iteration, value]`` pairs where a history was thinned (scripts/pack_bench_results.py). None is NaN."""
+    ``[iteration, value]`` pairs where a history was thinned. None is NaN."""
     values = values or []
     if values and isinstance(values[0], list):
         steps = np.array([v[0] + 1 for v in values], dtype=float)

@@ -25,7 +25,7 @@ METHODS: tuple[str, ...] = ("mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filt
 
 @dataclass
 class NetworkConfig:
-    """Which coordinate network to build, with its hyperparameters (defaults: DESIGN.md / WIRE repository)."""
+    """Which coordinate network to build, with its hyperparameters (defaults: the WIRE repository's)."""
 
     method: Method = "filtered-pe"
     """Network: ReLU MLP on PE or RFF (``mlp-*``), the same with the bias-free filter (``filtered-*``), or a

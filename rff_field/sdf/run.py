@@ -1,6 +1,6 @@
 """One SDF fit from start to files: train, extract the mesh, measure it against the ground truth, render, write.
 
-Shared by ``rff-sdf fit``, ``rff-sdf bench`` and the GPU runner (``scripts/bench_sdf_gpu.py``); it needs neither
+Shared by ``rff-sdf fit`` and ``rff-sdf bench`` (also on a GPU machine, from sample pools); it needs neither
 tyro nor open3d (without open3d the metrics use a KD-tree and the rendering is skipped).
 """
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,9 @@ from typing import Optional
 import numpy as np
 import torch
 
+from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
+from rff_field.common.outputs import write_json
 from rff_field.core.errors import UsageError
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
 from rff_field.sdf.fit import (
@@ -90,30 +90,6 @@ class OutputConfig:
     """Rendering azimuth and elevation in degrees."""
     save_model: bool = True
     """Write the trained weights to model.pt."""
-
-
-def machine_info() -> dict:
-    """The machine and software a timing was measured on."""
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    info = {
-        "cpu": cpu,
-        "cpus_visible": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
 
 
 def prepare_out_dir(path: Path, overwrite: bool) -> Path:
@@ -226,7 +202,6 @@ def run_sdf(
         "machine": machine_info(),
         **(extra or {}),
     }
-    (out / "metrics.json").write_text(json.dumps(record, indent=2) + "\n")
     (out / "config.json").write_text(
         json.dumps(
             {"network": dataclasses.asdict(network_config), "train": dataclasses.asdict(train_config)},
@@ -252,4 +227,5 @@ def run_sdf(
             output.view,
             f"{gt.name} · {label} · {result.iters} steps · Chamfer {cd:.3g}" if cd is not None else label,
         )
+    write_json(out / "metrics.json", record, indent=2)  # last: its presence marks the run as finished
     return record

@@ -22,6 +22,7 @@ from rff_field.bench.image import (
     parse_variant,
     run_bench,
 )
+from rff_field.bench.jobs import JobOptions
 from rff_field.image.data import UsageError
 from rff_field.image.fit import FitConfig
 from rff_field.inr.config import NetworkConfig
@@ -107,8 +108,9 @@ def tiny_bench(folder, out, **kwargs) -> BenchConfig:
         downsample=1, sweep_names=("one",), sweep_sigmas=(1.0, 10.0), sweep_pe_scales=(4.0,), sweep_iters=3,
         long_names=("two",), long_iters=6, long_variants=("mlp-pe",), progress=False,
     )  # fmt: skip
+    job_options = {key: kwargs.pop(key) for key in ("shard", "job", "list_jobs", "overwrite") if key in kwargs}
     options.update(kwargs)
-    return BenchConfig(**options)
+    return BenchConfig(**options, jobs=JobOptions(**job_options))
 
 
 def test_job_grid(image_folder, tmp_path):
@@ -134,7 +136,7 @@ def test_match_params_names_a_reference_variant_that_does_not_run(image_folder, 
     deep = "deep:mlp-pe,pe=loglinear,match_params=ref,match_by=depth"
     bench = tiny_bench(image_folder, tmp_path / "out", variants=(deep,), sweep_names=(), long_names=(),
                        reference_variants=("ref:filtered-pe,pe=loglinear",))  # fmt: skip
-    (job,) = [job for job in build_jobs(bench) if job.image == "one"]
+    (job,) = [job for job in build_jobs(bench) if job.subject == "one"]
     config = job_config(bench, job, 3, 20)
     reference = apply_overrides(bench.fit, parse_variant(bench.reference_variants[0]).overrides).network
     assert config.network.hidden_features == bench.fit.network.hidden_features

@@ -1,4 +1,4 @@
-"""One test per branch of the step-size rule in DESIGN.md."""
+"""One test per branch of the step-size rule (docs/method.md)."""
 
 import math
 

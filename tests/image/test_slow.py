@@ -1,5 +1,5 @@
 """Slow: on a real Kodak image the filter beats the same MLP without it at equal iterations (a wide embedding,
-where DESIGN.md's measurements place the paper's gain)."""
+where the reproduction study places the paper's gain)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-#!/usr/bin/env python
-"""Report of the reproduction study (issue 6): when, and why, does the bias-free filter help?
+"""Report of the reproduction study: when, and why, does the bias-free filter help?
 
 Reads finished runs of ``rff-image bench`` folders (``RUNS/<image>/<label>/metrics.json``; the labels are those
-of scripts/study_variants.sh and the bench presets), merges them (a later folder wins for the same image and
-label), and writes into --dest:
+of the study's protocol, benchmarks/reproduction/protocol.toml, and the bench presets), merges them (a later
+folder wins for the same image and label), and writes into --dest:
 
   results.json   every run's summary (no histories) and the aggregated tables
   results.md     the tables (mean over images and per image) with parameter counts and parameters per value
@@ -12,15 +11,15 @@ label), and writes into --dest:
   line_search.png  the paper rule's unclipped rate b/k and the 'balance' rate against lr_max over iterations
   learning.png   PSNR over iterations for the ways the filter can learn (one image)
 
-usage: python scripts/study_reproduction.py --runs DIR [DIR ...] --dest benchmarks/reproduction
+usage: rff-bench reproduction-report --runs DIR [DIR ...] --dest benchmarks/reproduction
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -395,15 +394,30 @@ def plot_noise_crops(runs: dict, image_path: Path, iters: int, labels: list[str]
     return names
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="bench output folders, merged in order")
-    parser.add_argument("--dest", type=Path, default=Path("benchmarks/reproduction"), help="where to write")
-    parser.add_argument("--images", nargs="+", default=["kodim01", "kodim05", "kodim13", "kodim15"])
-    parser.add_argument("--kodak", type=Path, default=Path("../shared/data/kodak"), help="Kodak folder (crops)")
-    parser.add_argument("--iters", type=int, default=5000, help="iterations of the main tables")
-    parser.add_argument("--long-iters", type=int, default=20000, help="iterations of the budget table")
-    args = parser.parse_args()
+@dataclass
+class ReproductionReport:
+    """Tables and figures of the reproduction study from the finished runs of its benchmark folders."""
+
+    runs: tuple[Path, ...]
+    """Benchmark output folders, merged in order (a later folder wins for the same image and label)."""
+    dest: Path = Path("benchmarks/reproduction")
+    """Where to write results.json, results.md and the figures."""
+    images: tuple[str, ...] = ("kodim01", "kodim05", "kodim13", "kodim15")
+    """Images of the tables."""
+    kodak: Path = Path("../shared/data/kodak")
+    """Kodak folder (for the crops)."""
+    iters: int = 5000
+    """Iterations of the main tables."""
+    long_iters: int = 20000
+    """Iterations of the budget table."""
+
+    def main(self) -> None:
+        """Write the report."""
+        write_report(self)
+
+
+def write_report(args: ReproductionReport) -> None:
+    """Write results.json, results.md and the figures of the study into ``args.dest``."""
     runs = load_runs(args.runs)
     args.dest.mkdir(parents=True, exist_ok=True)
     machines = sorted({m.get("machine", "?") for m in runs.values()})
@@ -473,7 +487,3 @@ def main() -> None:
     (args.dest / "results.json").write_text(json.dumps(report, indent=1))
     (args.dest / "results.md").write_text("\n".join(lines))
     print(f"{len(runs)} runs -> {args.dest / 'results.md'}")
-
-
-if __name__ == "__main__":
-    main()

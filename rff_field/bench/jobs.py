@@ -1,0 +1,187 @@
+"""The job model every benchmark shares: resumable jobs in folders, shards, worker processes, a time budget.
+
+A job writes its own folder under the benchmark's output folder; it is finished once that folder holds
+``metrics.json`` (written last, atomically), so a benchmark can be interrupted, resumed, split across processes
+(``--shard I/N``) or machines (``--job K``), and stopped at a time budget without losing a finished job.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from rff_field.bench.variants import Variant
+from rff_field.common.outputs import write_json
+from rff_field.core.errors import UsageError
+
+RESULT_FILE = "metrics.json"
+"""The file whose presence marks a job as finished."""
+
+
+@dataclass
+class Job:
+    """One run of a benchmark.
+
+    Args:
+        index: Position in the benchmark's job list (stable for a given command line).
+        folder: The job's folder, relative to the benchmark's output folder.
+        variant: The method and its overrides.
+        subject: What it fits: an image, a shape, a scene.
+        group: Which part of the benchmark it belongs to (e.g. ``main``, ``sweep``, ``long``).
+        iters: Training iterations (None: the protocol's).
+        source: The subject's file or folder.
+    """
+
+    index: int
+    folder: Path
+    variant: Variant
+    subject: str
+    group: str = "main"
+    iters: Optional[int] = None
+    source: Optional[Path] = None
+
+
+@dataclass
+class JobOptions:
+    """Which jobs of a benchmark to run, and how."""
+
+    shard: str = "0/1"
+    """Run only jobs whose index is I modulo N (``I/N``), to split the benchmark across processes."""
+    job: Optional[int] = None
+    """Run only this job (an index from --list-jobs) and do not summarise."""
+    list_jobs: bool = False
+    """Print the job list (index, status, folder) and exit."""
+    workers: int = 1
+    """Jobs run side by side, each in its own process (useful on a GPU that small jobs leave idle)."""
+    budget_s: Optional[float] = None
+    """Start no job after this many seconds (finished jobs are kept; rerun the command to go on)."""
+    overwrite: bool = False
+    """Rerun jobs that already finished (their folders are replaced)."""
+
+    def check(self, jobs: Sequence[Job]) -> None:
+        """Raise :class:`UsageError` for options that cannot work with ``jobs``."""
+        parse_shard(self.shard)
+        if self.job is not None and not 0 <= self.job < len(jobs):
+            raise UsageError(f"--job {self.job} is out of range: there are {len(jobs)} jobs (see --list-jobs)")
+        if self.workers < 1:
+            raise UsageError(f"--workers must be at least 1, got {self.workers}")
+        if self.budget_s is not None and not self.budget_s > 0:
+            raise UsageError(f"--budget-s must be positive, got {self.budget_s}")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N), checked."""
+    try:
+        shard, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard {text!r}: expected I/N, e.g. 0/2") from None
+    if count < 1 or not 0 <= shard < count:
+        raise UsageError(f"--shard {text!r}: need 0 <= I < N")
+    return shard, count
+
+
+def is_finished(out: Path, job: Job) -> bool:
+    """Whether ``job`` has written its result in ``out``."""
+    return (out / job.folder / RESULT_FILE).is_file()
+
+
+def selected(jobs: Sequence[Job], options: JobOptions) -> list[Job]:
+    """The jobs this invocation is asked to run (one job, or a shard)."""
+    if options.job is not None:
+        return [jobs[options.job]]
+    shard, count = parse_shard(options.shard)
+    return [job for job in jobs if job.index % count == shard]
+
+
+def print_jobs(jobs: Sequence[Job], out: Path) -> None:
+    """The job list: index, status, iterations, folder."""
+    for job in jobs:
+        status = "done" if is_finished(out, job) else "pending"
+        print(f"{job.index}\t{status}\t{job.iters if job.iters is not None else '-'}\t{job.folder}")
+
+
+def write_result(folder: Path, result: dict) -> None:
+    """Write ``result`` as the job's ``metrics.json`` atomically (a job is finished once the file exists)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / RESULT_FILE, result)
+
+
+@dataclass
+class RunReport:
+    """What :func:`run_jobs` did."""
+
+    finished: list[Job] = field(default_factory=list)
+    skipped: list[Job] = field(default_factory=list)
+    failed: list[tuple[Job, str]] = field(default_factory=list)
+    budget_reached: bool = False
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    out: Path,
+    run_one: Callable[[Job], Any],
+    options: JobOptions,
+    total: Optional[int] = None,
+) -> RunReport:
+    """Run the jobs that are not finished (all of them with ``options.overwrite``), in order.
+
+    With ``options.workers > 1`` the jobs run in that many spawned processes (``run_one`` must then be picklable:
+    a module-level function or a ``functools.partial`` of one); a job that fails there is reported and the others
+    go on. No job starts after ``options.budget_s`` seconds.
+
+    Args:
+        jobs: The jobs to run.
+        out: The benchmark's output folder.
+        run_one: Runs one job and writes its folder.
+        options: Workers, budget, overwrite.
+        total: Jobs in the whole benchmark (for progress lines; default ``len(jobs)``).
+    """
+    report = RunReport()
+    pending = []
+    for job in jobs:
+        (report.skipped if is_finished(out, job) and not options.overwrite else pending).append(job)
+    total = total if total is not None else len(jobs)
+    start = time.monotonic()
+
+    def over_budget() -> bool:
+        return options.budget_s is not None and time.monotonic() - start > options.budget_s
+
+    if options.workers == 1:
+        for job in pending:
+            if over_budget():
+                report.budget_reached = True
+                break
+            print(f"job {job.index}/{total}: {job.folder}" + (f" ({job.iters} iterations)" if job.iters else ""))
+            run_one(job)
+            report.finished.append(job)
+        return report
+
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
+        futures: dict[concurrent.futures.Future, Job] = {}
+        queue = list(pending)
+        while queue or futures:
+            while queue and len(futures) < options.workers and not over_budget():
+                job = queue.pop(0)
+                print(f"job {job.index}/{total}: {job.folder} started", flush=True)
+                futures[pool.submit(run_one, job)] = job
+            if queue and over_budget():
+                report.budget_reached = True
+                queue.clear()
+            if not futures:
+                break
+            done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                job = futures.pop(future)
+                try:
+                    future.result()
+                    report.finished.append(job)
+                    print(f"job {job.index}/{total}: {job.folder} done", flush=True)
+                except Exception as error:  # keep the other jobs going
+                    report.failed.append((job, f"{type(error).__name__}: {error}"))
+                    print(f"job {job.index}/{total}: {job.folder} failed: {error}", flush=True)
+    return report

@@ -1,0 +1,374 @@
+"""The NeRF benchmark: nerfstudio methods and their variants trained on one scene, evaluated on its test views.
+
+A variant is ``[LABEL:]METHOD[,key=value...]`` (:mod:`rff_field.bench.variants`): a nerfstudio method (``rff-nerf``,
+``rff-nerf-lite``, or any method nerfstudio knows) and overrides of its trainer config, found by name
+(``use_filter=false``, ``base_mlp_layer_width=140``) or by dotted path (``pipeline.model.line_search.enabled``).
+Each variant is a job (``runs/<label>/metrics.json``, renders): trained in this process with the same seed and
+data for ``steps`` steps or ``seconds`` of wall time, whichever ends first, then evaluated on every test view.
+``timing`` measures seconds per step with the variants' trainers alternating in one process (equal conditions);
+``report`` writes results.json, results.md and a figure of test views.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import torch
+
+from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_jobs, selected, write_result
+from rff_field.bench.variants import Variant, parse_variant, set_options
+from rff_field.common.machine import machine_description
+from rff_field.common.options import Flat
+from rff_field.core.errors import UsageError
+
+DEFAULT_VARIANTS = ("baseline:rff-nerf-lite,use_filter=false", "filter:rff-nerf-lite")
+"""The filter switched off (the MLP+PE baseline) and on, everything else equal."""
+
+
+@dataclass
+class NerfBenchConfig:
+    """Variants of nerfstudio methods trained on one scene with one protocol, each a resumable job."""
+
+    data: Path = Path("../shared/data/nerf_synthetic/chair")
+    """The scene (a Blender-format folder, or whatever the methods' data parsers read)."""
+    out: Path = Path("outputs/bench-nerf")
+    """Output folder: ``runs/<label>/`` per variant, timing.json, and the nerfstudio runs."""
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    """Variants ``[LABEL:]METHOD[,key=value...]``; the first is the reference of the report's differences."""
+    steps: int = 2000
+    """Training steps of every variant."""
+    seconds: Optional[float] = None
+    """Wall-time budget of every training (stops at the step that exceeds it): compare at equal time."""
+    scale: float = 0.125
+    """``camera-res-scale-factor`` (0.125: 100x100 for the 800x800 synthetic scenes)."""
+    seed: int = 42
+    """Training seed, the same for every variant."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where to train."""
+    jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
+    """Which variants to run, and how."""
+
+    def check(self) -> list[Variant]:
+        """The parsed variants; raise :class:`UsageError` for options that cannot work."""
+        if not self.data.exists():
+            raise UsageError(f"--data {self.data} does not exist; pass a scene folder")
+        if self.steps < 1:
+            raise UsageError(f"--steps must be at least 1, got {self.steps}")
+        if self.seconds is not None and not self.seconds > 0:
+            raise UsageError(f"--seconds must be positive, got {self.seconds}")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu")
+        variants = [parse_variant(text) for text in self.variants]
+        labels = [variant.label for variant in variants]
+        if len(set(labels)) != len(labels):
+            raise UsageError(f"two variants share a label in {labels}; give them distinct LABEL: prefixes")
+        for variant in variants:
+            trainer_config(self, variant, self.out)  # unknown methods and options fail now, before any training
+        return variants
+
+    def main(self) -> None:
+        """Run the pending variants."""
+        variants = self.check()
+        jobs = [Job(i, Path("runs") / v.label, v, self.data.name) for i, v in enumerate(variants)]
+        self.jobs.check(jobs)
+        if self.jobs.list_jobs:
+            print_jobs(jobs, self.out)
+            return
+        report = run_jobs(selected(jobs, self.jobs), self.out, partial(run_nerf_job, self), self.jobs)
+        if report.budget_reached:
+            print(f"time budget of {self.jobs.budget_s:g} s reached; rerun the same command to go on")
+        done = sum(is_finished(self.out, job) for job in jobs)
+        print(f"{done} of {len(jobs)} variants done in {self.out / 'runs'}")
+
+
+def base_config(method: str):
+    """The ``TrainerConfig`` of a nerfstudio method (this package's methods without nerfstudio's registry)."""
+    from rff_field.nerf import method_configs
+
+    ours = {spec.config.method_name: spec.config for spec in (method_configs.rff_nerf, method_configs.rff_nerf_lite)}
+    if method in ours:
+        return ours[method]
+    from nerfstudio.configs.method_configs import all_methods
+
+    if method not in all_methods:
+        raise UsageError(f"unknown nerfstudio method {method!r}; choose one of {', '.join(sorted(all_methods))}")
+    return all_methods[method]
+
+
+def trainer_config(bench: NerfBenchConfig, variant: Variant, out: Path):
+    """The trainer config of one variant: its method for ``bench.data``, seeded, no viewer, overrides applied."""
+    from rff_field.nerf.training import lite_config
+
+    config = lite_config(bench.data, out / "nerfstudio", bench.steps, experiment_name=variant.label,
+                         device_type=bench.device, base=base_config(variant.method))  # fmt: skip
+    config.machine.seed = bench.seed
+    config.pipeline.datamanager.camera_res_scale_factor = bench.scale
+    config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    config.steps_per_eval_batch = 500
+    set_options([config], {k: v for k, v in variant.overrides.items() if k != "method"})
+    return config
+
+
+def _filter_parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
+    from rff_field.core.filter import split_filter_parameters
+
+    filter_params, others = split_filter_parameters(model)
+    return sum(p.numel() for p in others), sum(p.numel() for p in filter_params)
+
+
+def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
+    """Train one variant (timing every step, stopping at the step or time budget), evaluate it, write its folder."""
+    from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
+
+    from rff_field.nerf.evaluate import evaluate_views
+    from rff_field.nerf.loading import load_rff_pipeline
+    from rff_field.nerf.training import quiet_known_warnings, train_in_process
+
+    quiet_known_warnings()
+    config = trainer_config(bench, job.variant, bench.out)
+    step_times: list[float] = []
+    watched: dict = {}
+
+    def watch(trainer) -> None:
+        start = time.perf_counter()
+
+        def before(step: int) -> None:
+            watched["t"] = time.perf_counter()
+
+        def after(step: int) -> None:
+            step_times.append(time.perf_counter() - watched["t"])
+            if bench.seconds is not None and time.perf_counter() - start > bench.seconds:
+                trainer.stop_training = True
+            if step % 100 == 0:
+                print(f"[{job.variant.label}] step {step}/{bench.steps}: {step_times[-1]:.3f} s", flush=True)
+
+        trainer.callbacks.insert(0, TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], before))
+        trainer.callbacks.append(TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], after))
+        watched["model"] = trainer.pipeline.model
+
+    start = time.perf_counter()
+    config_path = train_in_process(config, on_setup=watch)
+    train_seconds = time.perf_counter() - start
+    model = watched["model"]
+    inr_params, filter_params = _filter_parameter_counts(model)
+    search = getattr(model, "line_search", None)
+    history = list(search.history) if search is not None else []
+    bounds = getattr(model.config, "line_search", None)
+
+    _, pipeline, _, _ = load_rff_pipeline(config_path, test_mode="test")
+    folder = bench.out / job.folder
+    metrics = evaluate_views(pipeline, folder, progress=False)
+    steady = step_times[10:] or step_times
+    result = {
+        "label": job.variant.label,
+        "variant": job.variant.spec,
+        "method": job.variant.method,
+        "data": str(bench.data),
+        "scale": bench.scale,
+        "steps": len(step_times),
+        "seconds_budget": bench.seconds,
+        "seed": bench.seed,
+        "device": bench.device,
+        "machine": machine_description(torch.device(bench.device)),
+        "params_inr": inr_params,
+        "params_filter": filter_params,
+        "train_seconds": train_seconds,
+        "seconds_per_step_mean": statistics.fmean(steady),
+        "seconds_per_step_median": statistics.median(steady),
+        "test": metrics["mean"],
+        "test_views": metrics["views"],
+        "filter_lr": {
+            "steps": len(history),
+            "at_upper_bound": sum(lr >= bounds.lr_max for lr in history) / len(history) if history else None,
+            "at_lower_bound": sum(lr <= bounds.lr_min for lr in history) / len(history) if history else None,
+            "median": statistics.median(history) if history else None,
+            "last": history[-1] if history else None,
+        },
+        "config": str(config_path),
+    }
+    write_result(folder, result)
+    print(json.dumps({k: result[k] for k in ("label", "steps", "test", "seconds_per_step_median")}, indent=1))
+    return result
+
+
+@dataclass
+class NerfTiming:
+    """Seconds per training step of the variants, measured with their trainers alternating in one process: blocks
+    of steps take turns, so every variant sees the same load (the fair per-step cost ratio)."""
+
+    bench: Annotated[NerfBenchConfig, Flat] = field(default_factory=NerfBenchConfig)
+    """The variants and the scene (``--steps`` and ``--seconds`` are not used)."""
+    rounds: int = 10
+    """Alternations (each variant runs one block per round)."""
+    block: int = 10
+    """Steps per block."""
+    warmup: int = 5
+    """Untimed steps per variant first."""
+
+    def main(self) -> dict:
+        """Measure and write ``timing-<first method>.json``; returns the result."""
+        from rff_field.nerf.training import quiet_known_warnings, reset_nerfstudio_logging
+
+        variants = self.bench.check()
+        quiet_known_warnings()
+        trainers = {}
+        for variant in variants:
+            reset_nerfstudio_logging()
+            config = trainer_config(self.bench, variant, self.bench.out / "timing-runs")
+            config.max_num_iterations = 10**6
+            config.set_timestamp()
+            trainer = config.setup(local_rank=0, world_size=1)
+            trainer.setup()
+            trainers[variant.label] = trainer
+        steps = dict.fromkeys(trainers, 0)
+        times: dict[str, list[float]] = {label: [] for label in trainers}
+
+        def run(label: str, count: int, record: bool) -> None:
+            trainer = trainers[label]
+            trainer.pipeline.train()
+            for _ in range(count):
+                if self.bench.device == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                trainer.train_iteration(steps[label])
+                if self.bench.device == "cuda":
+                    torch.cuda.synchronize()
+                if record:
+                    times[label].append(time.perf_counter() - start)
+                steps[label] += 1
+
+        for label in trainers:
+            run(label, self.warmup, record=False)
+        labels = list(trainers)
+        for index in range(self.rounds):
+            for label in labels if index % 2 == 0 else labels[::-1]:
+                run(label, self.block, record=True)
+        reference = labels[0]
+        result = {
+            "method": variants[0].method,
+            "variants": {v.label: v.spec for v in variants},
+            "scale": self.bench.scale,
+            "machine": machine_description(torch.device(self.bench.device)),
+            "steps_per_variant": self.rounds * self.block,
+            "seconds_per_step_median": {label: statistics.median(t) for label, t in times.items()},
+            "seconds_per_step_mean": {label: statistics.fmean(t) for label, t in times.items()},
+        }
+        result["ratio_median"] = {
+            label: result["seconds_per_step_median"][label] / result["seconds_per_step_median"][reference]
+            for label in labels
+        }
+        self.bench.out.mkdir(parents=True, exist_ok=True)
+        (self.bench.out / f"timing-{variants[0].method}.json").write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps(result, indent=1))
+        return result
+
+
+@dataclass
+class NerfReport:
+    """Collect the finished variants (and timings) of a NeRF benchmark into results.json, results.md and a PNG."""
+
+    out: Path = Path("outputs/bench-nerf")
+    """The benchmark's output folder."""
+    dest: Path = Path("benchmarks/nerf")
+    """Where to write results.json, results.md and test_views.png."""
+    title: str = "NeRF benchmark"
+    """Heading of results.md."""
+    how: str = ""
+    """How the numbers were measured (a paragraph for results.md)."""
+    views: tuple[str, ...] = ("r_0", "r_64", "r_128")
+    """Test views shown in the PNG (those that exist)."""
+
+    def main(self) -> None:
+        """Write the report."""
+        paths = sorted((self.out / "runs").glob("*/metrics.json"), key=lambda p: p.stat().st_mtime)
+        if not paths:
+            raise UsageError(f"no finished variants under {self.out / 'runs'}; run `rff-bench nerf` first")
+        runs = [json.loads(path.read_text()) for path in paths]
+        timings = [json.loads(p.read_text()) for p in sorted(self.out.glob("timing-*.json"))]
+        self.dest.mkdir(parents=True, exist_ok=True)
+        summary = {
+            "machine": runs[0]["machine"],
+            "variants": {r["label"]: {k: v for k, v in r.items() if k not in ("test_views", "config")} for r in runs},
+            "per_view": {r["label"]: r["test_views"] for r in runs},
+            "timing_interleaved": timings,
+            "how_measured": self.how,
+        }
+        (self.dest / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (self.dest / "results.md").write_text(self.markdown(runs, timings))
+        self.figure(runs)
+        print(f"wrote {self.dest / 'results.json'}, {self.dest / 'results.md'}, {self.dest / 'test_views.png'}")
+
+    def markdown(self, runs: list[dict], timings: list[dict]) -> str:
+        """results.md: one row per variant, differences to the first, timings, filter rates."""
+        first = runs[0]
+        lines = [
+            f"# {self.title}",
+            "",
+            f"Data `{Path(first['data']).name}`, camera-res-scale-factor {first['scale']}, seed {first['seed']}, "
+            f"device {first['device']}; machine: {first['machine']}. Test views: {len(first['test_views'])}.",
+            "",
+            "| variant | spec | steps | train s | test PSNR (dB) | test SSIM | INR params | filter params "
+            "| s/step (own run) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in runs:
+            lines.append(
+                f"| {r['label']} | `{r['variant']}` | {r['steps']} | {r['train_seconds']:.0f} | "
+                f"{r['test']['psnr']:.2f} | {r['test']['ssim']:.4f} | {r['params_inr']:,} | "
+                f"{r['params_filter']:,} | {r['seconds_per_step_median']:.3f} |"
+            )
+        for r in runs[1:]:
+            wins = sum(a["psnr"] > b["psnr"] for a, b in zip(r["test_views"], first["test_views"]))
+            lines.append(
+                f"\n{r['label']} − {first['label']}: {r['test']['psnr'] - first['test']['psnr']:+.2f} dB PSNR, "
+                f"{r['test']['ssim'] - first['test']['ssim']:+.4f} SSIM; better on {wins} of "
+                f"{len(r['test_views'])} test views."
+            )
+        for t in timings:
+            medians = ", ".join(f"{label} {s:.3f}" for label, s in t["seconds_per_step_median"].items())
+            ratios = ", ".join(f"{label} {x:.3f}x" for label, x in t["ratio_median"].items())
+            lines += ["", f"Seconds per step, alternating in one process ({t['steps_per_variant']} steps each, "
+                      f"medians): {medians}; ratio to the first: {ratios}."]  # fmt: skip
+        for r in runs:
+            lr = r["filter_lr"]
+            if lr["steps"]:
+                lines += ["", f"{r['label']}: the line-searched filter rate sat at its upper bound on "
+                          f"{100 * lr['at_upper_bound']:.1f}% of steps, at its lower bound on "
+                          f"{100 * lr['at_lower_bound']:.1f}%, median {lr['median']:.2e}."]  # fmt: skip
+        if self.how:
+            lines += ["", "How measured: " + self.how]
+        lines += ["", "![test views](test_views.png)", ""]
+        return "\n".join(lines)
+
+    def figure(self, runs: list[dict]) -> None:
+        """Ground truth and every variant's rendering of a few test views, with PSNR."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from PIL import Image
+
+        renders = {r["label"]: self.out / "runs" / r["label"] / "renders" for r in runs}
+        first = runs[0]["label"]
+        views = [v for v in self.views if (renders[first] / f"{v}_rgb.png").exists()]
+        views = views or [d["view"] for d in runs[0]["test_views"][:3]]
+        psnr = {r["label"]: {d["view"]: d["psnr"] for d in r["test_views"]} for r in runs}
+        fig, axes = plt.subplots(len(views), len(runs) + 1, figsize=(2.5 * (len(runs) + 1), 2.6 * len(views)),
+                                 squeeze=False)  # fmt: skip
+        for row, view in enumerate(views):
+            panels = [("ground truth", renders[first] / f"{view}_gt.png")]
+            panels += [(f"{label} {psnr[label][view]:.2f} dB", renders[label] / f"{view}_rgb.png") for label in renders]
+            for col, (title, path) in enumerate(panels):
+                ax = axes[row][col]
+                ax.imshow(Image.open(path), interpolation="nearest")
+                ax.set_title(f"{view}: {title}" if col == 0 else title, fontsize=8)
+                ax.axis("off")
+        fig.tight_layout()
+        fig.savefig(self.dest / "test_views.png", dpi=110)
+        plt.close(fig)

@@ -1,0 +1,93 @@
+"""Benchmark protocols as data: TOML tables whose keys are a benchmark config's options.
+
+A protocol file holds named tables (``[cpu]``, ``[paper]``, a study's parts...); ``FILE:NAME`` selects one. Its
+keys are the config's fields, nested tables its nested configs (``[cpu.fit.network]``), and a table may start
+from another with ``base = "NAME"``. Command-line options given after ``--protocol`` override the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rff_field.core.errors import UsageError
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+T = TypeVar("T")
+
+
+def read_protocol(spec: str) -> tuple[dict, str]:
+    """The table ``NAME`` of ``FILE:NAME`` (with its ``base`` tables merged in), and its name."""
+    path_text, _, name = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    path = Path(path_text)
+    if not path.is_file():
+        raise UsageError(f"--protocol {spec}: no file {path}; give FILE:NAME, e.g. benchmarks/image/protocols.toml:cpu")
+    try:
+        tables = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"--protocol {spec}: {path} is not valid TOML ({err})") from None
+    if not name or name not in tables:
+        raise UsageError(f"--protocol {spec}: name one of the tables of {path}: {', '.join(tables)}")
+
+    def resolve(table_name: str, seen: tuple[str, ...]) -> dict:
+        table = dict(tables[table_name])
+        base = table.pop("base", None)
+        if base is None:
+            return table
+        if base in seen or base not in tables:
+            raise UsageError(f"--protocol {spec}: table {table_name!r} has base {base!r}, which is missing or circular")
+        return merge(resolve(base, (*seen, base)), table)
+
+    return resolve(name, (name,)), name
+
+
+def merge(base: dict, update: dict) -> dict:
+    """``base`` updated by ``update``, nested tables merged key by key."""
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def build_config(config_type: type[T], values: dict[str, Any], where: str = "") -> T:
+    """An instance of the dataclass ``config_type`` from its defaults updated by ``values`` (nested dicts for
+    nested configs; lists for tuples; strings for paths)."""
+    return apply_values(config_type(), values, where)
+
+
+def apply_values(config: T, values: dict[str, Any], where: str = "") -> T:
+    """``config`` (a dataclass instance) with ``values`` set, recursively; unknown keys are an error."""
+    hints = typing.get_type_hints(type(config))
+    names = {field.name for field in dataclasses.fields(config)}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in names:
+            raise UsageError(f"protocol key {where}{key} is not an option; see --help for the options")
+        current = getattr(config, name)
+        if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            apply_values(current, value, f"{where}{key}.")
+        else:
+            setattr(config, name, _as_type(value, hints[name]))
+    return config
+
+
+def _as_type(value: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        return _as_type(value, typing.get_args(hint)[0])
+    if origin is typing.Union:
+        if value is None:
+            return None
+        return _as_type(value, next(a for a in typing.get_args(hint) if a is not type(None)))
+    if origin is tuple and isinstance(value, list):
+        inner = typing.get_args(hint)[0] if typing.get_args(hint) else Any
+        return tuple(_as_type(item, inner) for item in value)
+    if hint is Path and isinstance(value, str):
+        return Path(value)
+    return value

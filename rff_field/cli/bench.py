@@ -1,0 +1,122 @@
+"""``rff-bench``: every benchmark of the project behind one command.
+
+Subcommands:
+    image                the image benchmark (the same as ``rff-image bench``); ``--protocol FILE:NAME`` starts
+                         from a protocol table, e.g. benchmarks/image/protocols.toml:cpu
+    image-merge          link finished jobs of other image benchmark folders into one (e.g. GPU and CPU runs)
+    image-timing         seconds per iteration of image variants, side by side
+    filter-timing        the filter alone at its own width and zero-padded, side by side
+    reproduction-report  the reproduction study's tables and figures
+    sdf                  the SDF benchmark (the same as ``rff-sdf bench``)
+    nerf                 NeRF variants trained and evaluated on one scene
+    nerf-timing          seconds per NeRF training step of the variants, alternating in one process
+    nerf-report          the NeRF benchmark's tables and figure
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Optional, Sequence, Union
+
+import tyro
+
+from rff_field.bench.image import BenchConfig, merge_runs
+from rff_field.bench.nerf import NerfBenchConfig, NerfReport, NerfTiming
+from rff_field.bench.protocols import build_config, read_protocol
+from rff_field.bench.reproduction import ReproductionReport
+from rff_field.bench.timing import FilterTiming, ImageTiming
+from rff_field.cli import image as image_cli
+from rff_field.cli import sdf as sdf_cli
+from rff_field.cli.common import run_command
+from rff_field.common.options import Flat
+from rff_field.core.errors import UsageError
+
+
+@dataclass
+class ImageMerge:
+    """Symlink every finished job of other image benchmark folders of the same protocol into one folder, so that
+    one summary covers them (``rff-bench image --summarize-only --out INTO``)."""
+
+    into: Path
+    """The folder to fill (created; its own finished jobs win over linked ones)."""
+    sources: tuple[Path, ...] = ()
+    """Benchmark folders whose jobs are linked, later ones winning for the same job."""
+    long_sources: tuple[Path, ...] = ()
+    """Folders whose main jobs are this protocol's long runs (e.g. a benchmark run with --iters 20000)."""
+    alias: tuple[str, ...] = ()
+    """``FROM=TO``: a job label in the sources and the label it fills here."""
+
+    def main(self) -> int:
+        if not self.sources and not self.long_sources:
+            raise UsageError("give at least one of --sources and --long-sources")
+        for source in (*self.sources, *self.long_sources):
+            if not source.is_dir():
+                raise UsageError(f"{source} is not a folder")
+        if any("=" not in a for a in self.alias):
+            raise UsageError(f"--alias takes FROM=TO, got {' '.join(self.alias)}")
+        pairs = [(s, None) for s in self.sources] + [(s, "long") for s in self.long_sources]
+        linked = merge_runs(pairs, self.into, dict(a.split("=", 1) for a in self.alias))
+        print(f"linked {linked} finished jobs into {self.into}")
+        return linked
+
+
+@dataclass
+class Nerf:
+    """Train and evaluate NeRF variants on one scene; each variant is a resumable job in OUT/runs/LABEL."""
+
+    config: Annotated[NerfBenchConfig, Flat] = field(default_factory=NerfBenchConfig)
+
+    def main(self) -> None:
+        self.config.main()
+
+
+Command = Union[
+    Annotated[image_cli.Bench, tyro.conf.subcommand("image")],
+    Annotated[ImageMerge, tyro.conf.subcommand("image-merge")],
+    Annotated[ImageTiming, tyro.conf.subcommand("image-timing")],
+    Annotated[FilterTiming, tyro.conf.subcommand("filter-timing")],
+    Annotated[ReproductionReport, tyro.conf.subcommand("reproduction-report")],
+    Annotated[sdf_cli.Bench, tyro.conf.subcommand("sdf")],
+    Annotated[Nerf, tyro.conf.subcommand("nerf")],
+    Annotated[NerfTiming, tyro.conf.subcommand("nerf-timing")],
+    Annotated[NerfReport, tyro.conf.subcommand("nerf-report")],
+]
+
+
+def split_protocol(args: Sequence[str]) -> tuple[Optional[str], list[str]]:
+    """The value of ``--protocol`` (None when absent) and the other arguments."""
+    args = list(args)
+    for index, arg in enumerate(args):
+        if arg == "--protocol" and index + 1 < len(args):
+            return args[index + 1], args[:index] + args[index + 2 :]
+        if arg.startswith("--protocol="):
+            return arg.split("=", 1)[1], args[:index] + args[index + 1 :]
+    return None, args
+
+
+def entrypoint(args: Optional[Sequence[str]] = None) -> None:
+    """Console script ``rff-bench``."""
+    import sys
+
+    argv = list(sys.argv[1:] if args is None else args)
+    protocol, rest = split_protocol(argv)
+    if protocol is None:
+        run_command("rff-bench", Command, __doc__, image_cli.LEGACY_FLAGS, argv)
+        return
+    if not rest or rest[0] != "image":
+        print("rff-bench: error: --protocol FILE:NAME applies to `rff-bench image`", file=sys.stderr)
+        sys.exit(2)
+    try:
+        values, name = read_protocol(protocol)
+        config = build_config(BenchConfig, values, where=f"{name}.")
+    except UsageError as err:
+        print(f"rff-bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    run_command(
+        "rff-bench", image_cli.Bench, __doc__, image_cli.LEGACY_FLAGS, rest[1:], default=image_cli.Bench(config)
+    )
+
+
+if __name__ == "__main__":
+    entrypoint()

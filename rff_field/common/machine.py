@@ -1,0 +1,53 @@
+"""Where a run ran: the device to train on, and a description of the machine for the result files."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+
+from rff_field.core.errors import UsageError
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without CUDA is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu or auto")
+    return torch.device(device)
+
+
+def machine_description(device: torch.device) -> str:
+    """A one-line description of the hardware a run used."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA), torch {torch.__version__}"
+    return f"{cpu_name()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}"
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo where it exists)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+        if names:
+            return names[0]
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict:
+    """The machine and software a timing was measured on."""
+    info = {
+        "cpu": cpu_name(),
+        "cpus_visible": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info

@@ -1,0 +1,68 @@
+"""The shared job runner: resume, shards, worker processes, a time budget, atomic results."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rff_field.bench.jobs import Job, JobOptions, is_finished, run_jobs, selected, write_result
+from rff_field.bench.variants import parse_variant
+from rff_field.core.errors import UsageError
+
+
+def make_jobs(count: int) -> list[Job]:
+    return [Job(i, Path(f"runs/s{i}"), parse_variant("mlp-pe"), f"s{i}") for i in range(count)]
+
+
+def write_job(out: Path, job: Job) -> None:
+    if job.subject == "s2":
+        raise RuntimeError("this job breaks")
+    write_result(out / job.folder, {"subject": job.subject})
+
+
+def test_finished_jobs_are_skipped_unless_overwrite(tmp_path):
+    jobs = make_jobs(3)
+    write_result(tmp_path / jobs[1].folder, {"old": True})
+    ran = []
+    report = run_jobs(jobs, tmp_path, lambda job: ran.append(job.subject), JobOptions())
+    assert ran == ["s0", "s2"] and report.skipped == [jobs[1]]
+    ran.clear()
+    run_jobs(jobs, tmp_path, lambda job: ran.append(job.subject), JobOptions(overwrite=True))
+    assert ran == ["s0", "s1", "s2"]
+
+
+def test_shards_and_single_jobs_partition_the_list():
+    jobs = make_jobs(5)
+    shards = [selected(jobs, JobOptions(shard=f"{i}/2")) for i in range(2)]
+    assert [j.index for j in shards[0]] == [0, 2, 4] and [j.index for j in shards[1]] == [1, 3]
+    assert selected(jobs, JobOptions(job=3)) == [jobs[3]]
+    for bad in (JobOptions(shard="2/2"), JobOptions(job=5), JobOptions(workers=0), JobOptions(budget_s=0)):
+        with pytest.raises(UsageError):
+            bad.check(jobs)
+
+
+def test_budget_stops_starting_jobs_and_a_rerun_goes_on(tmp_path):
+    jobs = make_jobs(4)
+    ran = []
+
+    def run_one(job: Job) -> None:
+        ran.append(job.subject)
+        time.sleep(0.2)
+        write_result(tmp_path / job.folder, {})
+
+    report = run_jobs(jobs, tmp_path, run_one, JobOptions(budget_s=0.1))
+    assert report.budget_reached and ran == ["s0"]  # the first job starts at 0 s, the next after 0.2 s
+    run_jobs(jobs, tmp_path, run_one, JobOptions())
+    assert ran == ["s0", "s1", "s2", "s3"] and all(is_finished(tmp_path, job) for job in jobs)
+
+
+def test_workers_run_jobs_in_processes_and_a_failure_spares_the_others(tmp_path):
+    from functools import partial
+
+    jobs = make_jobs(4)
+    report = run_jobs(jobs, tmp_path, partial(write_job, tmp_path), JobOptions(workers=2))
+    assert sorted(j.subject for j in report.finished) == ["s0", "s1", "s3"]
+    assert [(j.subject, "breaks" in message) for j, message in report.failed] == [("s2", True)]
+    assert json.loads((tmp_path / "runs/s3/metrics.json").read_text()) == {"subject": "s3"}
+    assert not is_finished(tmp_path, jobs[2])

@@ -1,0 +1,75 @@
+"""Every console script and subcommand answers --help, and the benchmark helpers run on tiny inputs."""
+
+import json
+import sys
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from rff_field.cli import bench, demo, export_mesh, image, sdf
+
+BENCHMARKS = "image image-merge image-timing filter-timing reproduction-report sdf nerf nerf-timing nerf-report"
+COMMANDS = {
+    "rff-image": (image.entrypoint, ["fit", "bench"]),
+    "rff-sdf": (sdf.entrypoint, ["fit", "bench", "pool"]),
+    "rff-bench": (bench.entrypoint, BENCHMARKS.split()),
+    "rff-export-mesh": (export_mesh.entrypoint, [None]),
+}
+
+
+def run(entrypoint, args, monkeypatch) -> int:
+    monkeypatch.setattr(sys, "argv", ["prog", *args])
+    with pytest.raises(SystemExit) as info:
+        entrypoint(args) if entrypoint is not demo.entrypoint else entrypoint()
+        sys.exit(0)
+    return int(info.value.code or 0)
+
+
+@pytest.mark.parametrize("name,sub", [(n, s) for n, (_, subs) in COMMANDS.items() for s in subs])
+def test_help(name, sub, monkeypatch, capsys):
+    entrypoint = COMMANDS[name][0]
+    assert run(entrypoint, [sub, "--help"] if sub else ["--help"], monkeypatch) == 0
+    text = capsys.readouterr().out
+    assert "usage:" in text and "--" in text
+
+
+def test_demo_help(monkeypatch, capsys):
+    assert run(demo.entrypoint, ["--help"], monkeypatch) == 0
+    assert "--output-dir" in capsys.readouterr().out
+
+
+def test_legacy_flags_are_renamed_with_a_notice(monkeypatch, capsys):
+    assert run(image.entrypoint, ["fit", "--no-line-search", "--lr-max", "0.5", "--help"], monkeypatch) == 0
+    err = capsys.readouterr().err
+    assert "--no-line-search is now --line-search.no-enabled" in err and "--lr-max is now --line-search.lr-max" in err
+
+
+def test_image_and_filter_timing_write_tables(tmp_path):
+    rng = np.random.default_rng(0)
+    iio.imwrite(tmp_path / "pic.png", (rng.random((16, 16, 3)) * 255).astype(np.uint8))
+    result = bench.ImageTiming(image=tmp_path / "pic.png", dest=tmp_path / "t", variants=("mlp-pe", "filtered-pe"),
+                               downsample=1, hidden_features=8, block=2, rounds=1).main()  # fmt: skip
+    assert [r["label"] for r in result["rows"]] == ["mlp-pe", "filtered-pe"] and result["rows"][0]["ratio"] == 1.0
+    assert "| filtered-pe |" in (tmp_path / "t" / "timing.md").read_text()
+    padding = bench.FilterTiming(dest=tmp_path / "f", widths=(6,), samples=64, rounds=1, repeats=1).main()
+    assert padding["rows"][0]["padded_dim"] == 8
+    assert json.loads((tmp_path / "f" / "padding.json").read_text())["rows"][0]["dim"] == 6
+
+
+def test_protocol_tables_start_the_image_benchmark(tmp_path, monkeypatch, capsys):
+    protocol = tmp_path / "p.toml"
+    protocol.write_text('[base]\ndownsample = 2\n[tiny]\nbase = "base"\nvariants = ["mlp-pe"]\nsweep_names = []\n'
+                        'long_names = []\nfit = { iters = 3 }\n')  # fmt: skip
+    images = tmp_path / "images"
+    images.mkdir()
+    iio.imwrite(images / "a.png", np.zeros((16, 16, 3), np.uint8))
+    args = ["image", "--protocol", f"{protocol}:tiny", "--images", str(images), "--out", str(tmp_path / "o"),
+            "--list-jobs"]  # fmt: skip
+    assert run(bench.entrypoint, args, monkeypatch) == 0
+    assert capsys.readouterr().out.strip().split("\t") == ["0", "pending", "3", "runs/a/mlp-pe"]
+    assert run(bench.entrypoint, ["image", "--protocol", f"{protocol}:nope"], monkeypatch) == 2
+    assert "name one of the tables" in capsys.readouterr().err
+    protocol.write_text('[bad]\nfit = { colour = "red" }\n')
+    assert run(bench.entrypoint, ["image", "--protocol", f"{protocol}:bad"], monkeypatch) == 2
+    assert "bad.fit.colour is not an option" in capsys.readouterr().err

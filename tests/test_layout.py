@@ -1,0 +1,57 @@
+"""The package's imports run one way (core -> inr -> applications -> bench -> cli), and the repository cites
+nothing outside itself."""
+
+import ast
+import re
+
+from tests import REPO
+
+LAYERS = {"core": 0, "common": 0, "inr": 1, "image": 2, "sdf": 2, "nerf": 2, "bench": 3, "cli": 4}
+APPLICATIONS = {"image", "sdf", "nerf"}
+
+
+def package_imports():
+    for path in sorted((REPO / "rff_field").rglob("*.py")):
+        parts = path.relative_to(REPO / "rff_field").parts
+        if len(parts) == 1:
+            continue  # rff_field/__init__.py
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rff_field."):
+                yield path, parts[0], node.module.split(".")[1]
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("rff_field."):
+                        yield path, parts[0], alias.name.split(".")[1]
+
+
+def test_imports_run_one_way():
+    backwards = [
+        f"{path.relative_to(REPO)} imports rff_field.{target}"
+        for path, source, target in package_imports()
+        if LAYERS[target] > LAYERS[source]
+        or (source in APPLICATIONS and target in APPLICATIONS and source != target)
+        or (source == "common" and target != "common" and target != "core")
+    ]
+    assert backwards == []
+
+
+def test_core_needs_only_torch():
+    third_party = set()
+    for path in (REPO / "rff_field" / "core").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                third_party.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                third_party.update(alias.name.split(".")[0] for alias in node.names)
+    allowed = {"torch", "jaxtyping", "nerfstudio", "rff_field", "__future__"}  # nerfstudio optional (try/except)
+    stdlib = {"math", "typing", "dataclasses", "itertools", "functools", "collections"}
+    assert third_party - allowed - stdlib == set()
+
+
+def test_no_citation_outside_the_repository():
+    pattern = re.compile(r"DESIGN\.md|cpu_slot|/work/|/tmp/[a-z]")
+    files = [*REPO.glob("rff_field/**/*.py"), *REPO.glob("tests/**/*.py"), *REPO.glob("docs/*.md"),
+             *REPO.glob("scripts/*"), *REPO.glob("benchmarks/**/*.md"), *REPO.glob("benchmarks/**/*.toml"),
+             REPO / "README.md"]  # fmt: skip
+    hits = [f"{path.relative_to(REPO)}" for path in files if path != __file__ and pattern.search(path.read_text())]
+    assert [hit for hit in hits if not hit.endswith("test_layout.py")] == []
