@@ -35,7 +35,7 @@ from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
 from rff_field.image.data import UsageError, downsample, load_image
-from rff_field.image.fit import FitConfig, run_fit
+from rff_field.image.fit import IMAGE_METHODS, FitConfig, run_fit
 from rff_field.image.plots import history_series
 from rff_field.inr.config import NetworkConfig, build_network, count_parameters
 
@@ -72,7 +72,7 @@ SAPE presets are left out so that job numbers of grids started before SAPE exist
 
 def parse_variant(text: str) -> Variant:
     """Parse ``[LABEL:]METHOD[,key=value...]`` or a preset name (see :data:`PRESETS`)."""
-    return parse_variant_text(text, PRESETS)
+    return parse_variant_text(text, PRESETS, methods=IMAGE_METHODS)
 
 
 def apply_overrides(base: FitConfig, overrides: dict[str, str]) -> FitConfig:
@@ -221,8 +221,16 @@ def build_jobs(config: BenchConfig) -> list[Job]:
         long_variants = [parse_variant(v) for v in config.long_variants] if config.long_variants else variants
         add("long", list_images(config.images, config.long_names), long_variants, config.long_iters)
     for job in jobs:  # resolve every variant's overrides now, so that a bad one fails before any training
-        apply_overrides(config.fit, job.variant.overrides)
+        fit = apply_overrides(config.fit, job.variant.overrides)
+        fit.iters = job.iters
+        fit.check()
     return jobs
+
+
+def check_images(jobs: list[Job], factor: int) -> None:
+    """Read every image of ``jobs`` once, so that a corrupt or too small one fails before any training."""
+    for path in dict.fromkeys(job.source for job in jobs):
+        downsample(load_image(path).pixels, factor)
 
 
 def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) -> FitConfig:
@@ -345,8 +353,9 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     resolve_device(config.fit.device)
     if config.summarize_only:
         return summarize(config, jobs)
-    _check_out(config)
     todo = selected(jobs, config.jobs)
+    check_images(todo, config.downsample)
+    _check_out(config)
     report = run_jobs(todo, config.out, partial(run_job, config, notify=notify), config.jobs, total=len(jobs))
     if report.budget_reached:
         print(f"time budget of {config.jobs.budget_s:g} s reached; rerun the same command to go on")

@@ -10,6 +10,7 @@ import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from rff_field.cli.common import call_main, run_command
+from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError
 
 Vec3 = Tuple[float, float, float]
@@ -56,6 +57,7 @@ class ExportMesh:
             raise UsageError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
         if self.output_path.exists() and not self.overwrite:
             raise UsageError(f"{self.output_path} already exists; choose another --output-path or pass --overwrite")
+        check_writable_folder(self.output_path.parent, "--output-path's folder")
         if (self.bbox_min is None) != (self.bbox_max is None):
             raise UsageError("give both --bbox-min and --bbox-max, or neither")
         if self.bbox_min is not None and self.bbox_max is not None:

@@ -133,11 +133,10 @@ class Pool:
         return run_pool(self)
 
 
-def _check_common(train: SDFTrainConfig, output: OutputConfig) -> None:
-    if train.iters < 1:
-        raise UsageError(f"--iters must be at least 1, got {train.iters}")
-    if train.points_per_step < 2:
-        raise UsageError(f"--points-per-step must be at least 2, got {train.points_per_step}")
+def _check_common(train: SDFTrainConfig, output: OutputConfig, network: Optional[SDFNetworkConfig] = None) -> None:
+    if network is not None:
+        network.check()
+    train.check()
     if output.resolution < 8:
         raise UsageError(f"--resolution must be at least 8, got {output.resolution}")
     if train.device.startswith("cuda"):
@@ -149,11 +148,12 @@ def _check_common(train: SDFTrainConfig, output: OutputConfig) -> None:
 
 def run_fit(cmd: Fit) -> dict:
     from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
-    from rff_field.sdf.run import GroundTruth, prepare_out_dir, run_sdf
+    from rff_field.sdf.run import GroundTruth, check_out_dir, prepare_out_dir, run_sdf
 
-    _check_common(cmd.train, cmd.output)
+    _check_common(cmd.train, cmd.output, cmd.network)
     if cmd.pool is not None and cmd.mesh is not None:
         raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
+    check_out_dir(Path(cmd.out), cmd.overwrite)
     if cmd.pool is not None:
         from rff_field.bench.sdf import load_pool_arrays
 

@@ -1,12 +1,16 @@
-"""Writing result files: JSON that standard parsers read (no NaN), written atomically."""
+"""Writing result files: folders checked before any work, JSON that standard parsers read (no NaN), written
+atomically, and a run's own earlier outputs cleared (never anything else)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
+
+from rff_field.core.errors import UsageError
 
 
 def finite(value: Any) -> Any:
@@ -28,3 +32,33 @@ def write_json(path: Path, data: Any, indent: int = 1) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text(json.dumps(finite(data), indent=indent) + "\n")
     os.replace(partial, path)
+
+
+def check_writable_folder(folder: Path, option: str) -> None:
+    """Raise :class:`UsageError` unless files can be written in ``folder`` (which may not exist yet).
+
+    Args:
+        folder: Where the outputs will go.
+        option: How the command line names it (e.g. ``--out``), for the message.
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {folder} is a file; give a folder")
+    ancestor = folder
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{option} {folder} cannot be created: {ancestor} is a file; choose another folder")
+    try:
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as err:
+        raise UsageError(f"{option} {folder} is not writable ({err.strerror}); choose another folder") from None
+
+
+def clear_outputs(folder: Path, names: Iterable[str]) -> None:
+    """Remove the files ``names`` from ``folder`` where they exist (a run's own outputs, before it rewrites them)."""
+    for name in names:
+        path = Path(folder) / name
+        if path.is_file() or path.is_symlink():
+            path.unlink()

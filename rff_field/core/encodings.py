@@ -14,7 +14,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_positive
 
 try:
     from nerfstudio.field_components.encodings import Encoding
@@ -56,13 +56,17 @@ class PositionalEncoding(Encoding):
         include_input: bool = False,
         frequencies: Optional[Tensor] = None,
     ) -> None:
+        check_positive("in_dim", in_dim, integer=True)
         super().__init__(in_dim)
         if frequencies is None:
-            if num_frequencies <= 0 or scale <= 0:
-                raise UsageError(f"num_frequencies and scale must be positive, got {num_frequencies} and {scale}")
+            check_positive("num_frequencies", num_frequencies, integer=True)
+            check_positive("scale", scale)
             exponents = torch.arange(1, num_frequencies + 1, dtype=torch.float64) / num_frequencies
             frequencies = torch.as_tensor(scale, dtype=torch.float64) ** exponents
-        self.register_buffer("frequencies", torch.as_tensor(frequencies, dtype=torch.float32).flatten())
+        frequencies = torch.as_tensor(frequencies, dtype=torch.float32).flatten()
+        if frequencies.numel() == 0 or not torch.isfinite(frequencies).all():
+            raise UsageError(f"the frequencies must be finite and at least one, got {frequencies.tolist()}")
+        self.register_buffer("frequencies", frequencies)
         self.num_frequencies = int(self.frequencies.numel())
         self.scale = float(scale)
         self.include_input = include_input
@@ -70,6 +74,7 @@ class PositionalEncoding(Encoding):
     @classmethod
     def nerf(cls, in_dim: int, num_frequencies: int, include_input: bool = True) -> "PositionalEncoding":
         """NeRF's bands ``b = 2**k``, k = 0..L-1 (features ``sin(2 pi 2**k x)``, as nerfstudio's NeRFEncoding)."""
+        check_positive("num_frequencies", num_frequencies, integer=True)
         freqs = 2.0 ** torch.arange(num_frequencies, dtype=torch.float64)
         return cls(in_dim, num_frequencies, float(freqs[-1]), include_input, frequencies=freqs)
 
@@ -80,9 +85,13 @@ class PositionalEncoding(Encoding):
         ``L = floor(log2(sidelength / 4))`` bands with features ``sin(2**k pi x)`` (frequencies ``2**(k-1)``),
         k = 0..L-1, input included: 22 features for a 2D image whose short side is 128.
         """
+        check_positive("sidelength", sidelength, integer=True)
         num_frequencies = int(math.floor(math.log2(sidelength / 4)))
         if num_frequencies < 1:
-            raise UsageError(f"sidelength {sidelength} is too small for a Nyquist-limited encoding (need >= 8)")
+            raise UsageError(
+                f"the signal's side of {sidelength} samples is too small for WIRE's Nyquist-limited PE (it needs at "
+                "least 8): use a smaller --downsample, or another --pe"
+            )
         freqs = 2.0 ** (torch.arange(num_frequencies, dtype=torch.float64) - 1)
         return cls(in_dim, num_frequencies, float(freqs[-1]), include_input=True, frequencies=freqs)
 
@@ -94,6 +103,7 @@ class PositionalEncoding(Encoding):
         self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
     ) -> Float[Tensor, "*bs output_dim"]:
         del covs  # integrated encodings are not part of the method
+        check_input_width(self, in_tensor)
         phase = 2 * math.pi * in_tensor[..., None] * self.frequencies  # [*bs, in_dim, N]
         phase = phase.flatten(-2)
         features = [torch.sin(phase), torch.cos(phase)]
@@ -118,9 +128,10 @@ class RandomFourierEncoding(Encoding):
     def __init__(
         self, in_dim: int, num_frequencies: int, sigma: float, include_input: bool = False, seed: int = 0
     ) -> None:
+        check_positive("in_dim", in_dim, integer=True)
         super().__init__(in_dim)
-        if num_frequencies <= 0 or sigma <= 0:
-            raise UsageError(f"num_frequencies and sigma must be positive, got {num_frequencies} and {sigma}")
+        check_positive("num_frequencies", num_frequencies, integer=True)
+        check_positive("sigma", sigma)
         generator = torch.Generator().manual_seed(seed)
         self.register_buffer("B", torch.randn(num_frequencies, in_dim, generator=generator) * sigma)
         self.num_frequencies = num_frequencies
@@ -136,8 +147,18 @@ class RandomFourierEncoding(Encoding):
         self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
     ) -> Float[Tensor, "*bs output_dim"]:
         del covs
+        check_input_width(self, in_tensor)
         phase = 2 * math.pi * in_tensor @ self.B.T
         features = [torch.sin(phase), torch.cos(phase)]
         if self.include_input:
             features.insert(0, in_tensor)
         return torch.cat(features, dim=-1)
+
+
+def check_input_width(encoding: Encoding, in_tensor: Tensor) -> None:
+    """Raise :class:`UsageError` when the inputs' last dimension is not the encoding's ``in_dim``."""
+    if in_tensor.shape[-1] != encoding.in_dim:
+        raise UsageError(
+            f"{type(encoding).__name__} encodes {encoding.in_dim}-dimensional coordinates, got inputs of shape "
+            f"{tuple(in_tensor.shape)}"
+        )

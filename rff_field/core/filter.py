@@ -14,7 +14,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from rff_field.core.encodings import Encoding
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_positive
 
 # Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
@@ -32,8 +32,8 @@ class BiasFreeFilter(nn.Sequential):
     """
 
     def __init__(self, dim: int, num_layers: int = 3, bias: bool = False) -> None:
-        if num_layers < 1:
-            raise UsageError(f"the filter needs at least one layer, got num_layers={num_layers}")
+        check_positive("the filter's width (dim)", dim, integer=True)
+        check_positive("the filter's number of layers (num_layers)", num_layers, integer=True)
         layers: list[nn.Module] = []
         for i in range(num_layers):
             if i > 0:
@@ -50,6 +50,10 @@ class BiasFreeFilter(nn.Sequential):
         Inputs, weights and biases are padded with zeros: the padded hidden units are ``relu(0) = 0`` and receive
         no gradient, so outputs and gradients are those of the unpadded filter.
         """
+        if x.shape[-1] != self.dim:
+            raise UsageError(
+                f"BiasFreeFilter({self.dim}) filters {self.dim} channels, got inputs of shape {tuple(x.shape)}"
+            )
         pad = -self.dim % PAD_MULTIPLE
         if pad == 0:
             return super().forward(x)
@@ -75,7 +79,11 @@ class FilteredEncoding(Encoding):
     """
 
     def __init__(self, encoding: Encoding, num_layers: int = 3, bias: bool = False) -> None:
-        assert encoding.in_dim is not None
+        if not isinstance(encoding, Encoding):
+            raise UsageError(
+                f"FilteredEncoding wraps an Encoding (e.g. PositionalEncoding, RandomFourierEncoding), got "
+                f"{type(encoding).__name__}"
+            )
         super().__init__(encoding.in_dim)
         self.encoding = encoding
         self.filter = BiasFreeFilter(encoding.get_out_dim(), num_layers=num_layers, bias=bias)

@@ -49,7 +49,11 @@ def filter_step_size(
 
     Returns:
         The rate, in ``[lr_min, lr_max]``; ``lr_min`` whenever an input is not finite.
+
+    Raises:
+        UsageError: The bounds are not finite numbers with ``0 <= lr_min <= lr_max``.
     """
+    check_bounds(lr_min, lr_max)
     values = [float(v) for v in (loss, d_filter, d_inr, lr_inr)]
     if not all(math.isfinite(v) for v in values):
         return lr_min
@@ -73,6 +77,12 @@ def filter_step_size(
     return clip(rate)
 
 
+def check_bounds(lr_min: float, lr_max: float) -> None:
+    """Raise :class:`UsageError` unless ``0 <= lr_min <= lr_max`` are finite numbers."""
+    if not (math.isfinite(lr_min) and math.isfinite(lr_max) and 0 <= lr_min <= lr_max):
+        raise UsageError(f"the filter's rate bounds need 0 <= lr_min <= lr_max, both finite; got {lr_min}, {lr_max}")
+
+
 def balanced_step_size(
     d_filter: Number, d_inr: Number, lr_inr: Number, lr_min: float = 0.0, lr_max: float = 1e-3
 ) -> float:
@@ -83,6 +93,7 @@ def balanced_step_size(
     whose ratio ``b / k`` sits orders of magnitude above ``lr_max`` in practice, it follows the INR's learning
     rate schedule and the ratio of the two slopes. Uphill or non-finite inputs give ``lr_min``.
     """
+    check_bounds(lr_min, lr_max)
     values = [float(v) for v in (d_filter, d_inr, lr_inr)]
     if not all(math.isfinite(v) for v in values):
         return lr_min
@@ -166,8 +177,7 @@ class FilterLineSearch:
             raise UsageError(f"direction must be 'adam' or 'gradient', got {direction!r}")
         if rule not in ("paper", "balance"):
             raise UsageError(f"rule must be 'paper' or 'balance', got {rule!r}")
-        if not 0 <= lr_min <= lr_max:
-            raise UsageError(f"need 0 <= lr_min <= lr_max, got lr_min={lr_min}, lr_max={lr_max}")
+        check_bounds(lr_min, lr_max)
         self.optimizers = [optimizers] if isinstance(optimizers, Optimizer) else list(optimizers)
         self.loss_fn = loss_fn
         self.direction: Direction = direction

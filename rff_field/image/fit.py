@@ -26,8 +26,8 @@ from torch import Tensor, nn
 
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
-from rff_field.common.outputs import write_json
-from rff_field.core.errors import UsageError
+from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
+from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
@@ -81,6 +81,13 @@ class FitConfig:
     """Compute the fixed Fourier embedding of the pixel grid once instead of every step (same result, faster)."""
     error_vmax: float = 0.1
     """Absolute error mapped to the top of the colour scale of ``error.png``."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for options that cannot work (before any data is loaded)."""
+        self.network.check()
+        check_fields(self, positive_int=("iters", "batch_size", "log_every"), non_negative_int=("dump_embedding",),
+                     positive=("lr", "lr_decay", "error_vmax"), non_negative=("filter_lr",))  # fmt: skip
+        self.line_search.check()
 
     def inr_lr(self) -> float:
         """The INR's base learning rate (before batch scaling and decay)."""
@@ -148,10 +155,7 @@ def fit_image(
         notify: Called with one-line notices (e.g. LPIPS unavailable); default: print them.
     """
     notify = notify or (lambda message: print(f"note: {message}"))
-    if config.iters < 1:
-        raise UsageError(f"--iters must be at least 1, got {config.iters}")
-    if config.batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1, got {config.batch_size}")
+    config.check()
     device = resolve_device(config.device)
     height, width, channels = pixels.shape
     num_pixels = height * width
@@ -328,6 +332,7 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     out_dir = Path(out_dir)
     check_output_dir(out_dir, overwrite)
     out_dir.mkdir(parents=True, exist_ok=True)
+    clear_outputs(out_dir, OUTPUT_FILES)  # an earlier run's files that this one may not write (e.g. embedding.png)
     save_image(result.reconstruction, out_dir / "reconstruction.png")
     error = (result.reconstruction.clamp(0, 1) - result.target).abs().mean(dim=-1).numpy()
     import matplotlib
@@ -343,9 +348,8 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
 
 
 def check_output_dir(out_dir: Path, overwrite: bool) -> None:
-    """Refuse to write into a folder that already holds fit outputs, unless ``overwrite``."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"--out {out_dir} is a file; give a folder")
+    """Refuse a folder that cannot be written, or that already holds fit outputs unless ``overwrite``."""
+    check_writable_folder(out_dir, "--out")
     existing = [name for name in OUTPUT_FILES if (out_dir / name).exists()]
     if existing and not overwrite:
         raise UsageError(f"{out_dir} already holds {', '.join(existing)}; pass --overwrite or choose another --out")
@@ -443,6 +447,7 @@ def run_fit(
     """
     config = config or FitConfig()
     notify = notify or (lambda message: print(f"note: {message}"))
+    config.check()
     check_output_dir(Path(out_dir), overwrite)
     loaded = prepare_image(image, downsample_factor)
     for notice in loaded.notices:

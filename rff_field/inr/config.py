@@ -12,7 +12,7 @@ from typing import Literal, Optional
 from torch import nn
 
 from rff_field.core.encodings import Encoding, PositionalEncoding, RandomFourierEncoding
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, FilterInit, initialize_filter
 from rff_field.inr.gauss import Gauss
 from rff_field.inr.mlp import FourierFeatureMLP
@@ -73,6 +73,18 @@ class NetworkConfig:
     """SAPE: cells per axis of the spatial progression grid."""
     sape_epsilon: float = 1e-3
     """SAPE: a cell stops revealing frequencies once its (blurred) MSE is below this."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for options no network can be built with."""
+        check_fields(
+            self,
+            positive_int=("hidden_features", "pe_frequencies", "pe_bands", "rff_frequencies", "filter_layers",
+                          "sape_res"),
+            non_negative_int=("hidden_layers",),
+            positive=("pe_scale", "rff_sigma", "omega0", "wire_omega0", "wire_sigma0", "gauss_scale",
+                      "filter_init_gain"),
+            non_negative=("sape_epsilon",),
+        )  # fmt: skip
 
 
 def build_encoding(config: NetworkConfig, in_dim: int, sidelength: Optional[int] = None) -> Encoding:

@@ -12,6 +12,7 @@ from nerfstudio.pipelines.base_pipeline import Pipeline
 
 from rff_field.core.errors import UsageError
 from rff_field.nerf.model import RFFNeRFModel, RFFNeRFModelConfig
+from rff_field.nerf.pipeline import check_finite_checkpoint
 
 
 def read_run_config(config_path: Path) -> TrainerConfig:
@@ -62,12 +63,13 @@ def load_rff_pipeline(
     """
     config = read_run_config(config_path)
     config.load_dir = config.get_checkpoint_dir()
+    checkpoint = max(config.load_dir.glob("step-*.ckpt"), key=lambda p: int(p.stem.split("-")[1]))
+    state = torch.load(checkpoint, map_location="cpu")
+    check_finite_checkpoint(state["pipeline"], state["step"])  # before the dataset and the model are built
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     pipeline = config.pipeline.setup(device=device, test_mode=test_mode)
     assert isinstance(pipeline, Pipeline)
     pipeline.eval()
-    checkpoint = max(config.load_dir.glob("step-*.ckpt"), key=lambda p: int(p.stem.split("-")[1]))
-    state = torch.load(checkpoint, map_location="cpu")
     pipeline.load_pipeline(state["pipeline"], state["step"])
     model = pipeline.model
     assert isinstance(model, RFFNeRFModel)

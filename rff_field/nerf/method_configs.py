@@ -12,12 +12,11 @@ from nerfstudio.configs.base_config import ViewerConfig
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
-from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.nerf.model import FIELDS_GROUP, RFFNeRFModelConfig
-from rff_field.nerf.pipeline import RFFPipelineConfig
+from rff_field.nerf.pipeline import RFFPipelineConfig, RFFTrainerConfig
 from rff_field.nerf.schedulers import FloatExponentialDecaySchedulerConfig
 
 
@@ -38,7 +37,7 @@ def _optimizers(decay_steps: int) -> dict:
 
 
 rff_nerf = MethodSpecification(
-    config=TrainerConfig(
+    config=RFFTrainerConfig(
         method_name="rff-nerf",
         steps_per_eval_batch=500,
         steps_per_eval_image=2500,
@@ -61,7 +60,7 @@ rff_nerf = MethodSpecification(
 )
 
 rff_nerf_lite = MethodSpecification(
-    config=TrainerConfig(
+    config=RFFTrainerConfig(
         method_name="rff-nerf-lite",
         steps_per_eval_batch=250,
         steps_per_eval_image=1000,

@@ -30,6 +30,7 @@ from torchmetrics.image import PeakSignalNoiseRatio
 from rff_field.core.filter import FilterInit, split_filter_parameters
 from rff_field.core.line_search import FilterLineSearch
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search
+from rff_field.nerf.divergence import divergence_callback
 from rff_field.nerf.field import EncodingKind, FourierEncodingSpec, PEBands, make_nerf_field
 from rff_field.nerf.lpips import load_lpips
 
@@ -260,9 +261,10 @@ class RFFNeRFModel(Model):
     def get_training_callbacks(
         self, training_callback_attributes: TrainingCallbackAttributes
     ) -> List[TrainingCallback]:
-        """Attach the line search to the trainer's optimizers and log the filter's rate every step."""
+        """Stop on divergence; attach the line search to the trainer's optimizers and log the filter's rate."""
+        stop_on_divergence = divergence_callback(self, training_callback_attributes)
         if not self.has_filter:
-            return []
+            return [stop_on_divergence]
         optimizers = training_callback_attributes.optimizers
         assert optimizers is not None
         if FILTER_GROUP not in optimizers.optimizers:
@@ -293,7 +295,8 @@ class RFFNeRFModel(Model):
             if self.viewer_filter_lr is not None:
                 self.viewer_filter_lr.value = lr
 
-        return [TrainingCallback(where_to_run=[TrainingCallbackLocation.AFTER_TRAIN_ITERATION], func=log_filter_lr)]
+        log = TrainingCallback(where_to_run=[TrainingCallbackLocation.AFTER_TRAIN_ITERATION], func=log_filter_lr)
+        return [stop_on_divergence, log]
 
     def _lpips_metric(self) -> Optional[nn.Module]:
         if not self.config.compute_lpips:

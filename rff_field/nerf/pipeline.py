@@ -4,15 +4,45 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Type
+from typing import Any, Callable, Dict, Literal, Optional, Type
 
+import torch
+from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch.amp import GradScaler
 
 from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
-from rff_field.nerf.checks import check_dataset, check_model_config
+from rff_field.nerf.checks import TestMode, check_dataset, check_model_config
+from rff_field.nerf.divergence import report_divergence_in_one_line
 from rff_field.nerf.model import RFFNeRFModelConfig
+
+
+def check_pipeline_config(config: VanillaPipelineConfig, test_mode: TestMode = "val") -> None:
+    """Raise :class:`UsageError` for model options or a dataset folder that cannot work."""
+    if isinstance(config.model, RFFNeRFModelConfig):
+        check_model_config(config.model)
+    check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None))
+
+
+def exit_on_usage_error(check: Callable[[], None]) -> None:
+    """Run ``check``; on a :class:`UsageError` print one line and exit with status 2 (nerfstudio's commands)."""
+    try:
+        check()
+    except UsageError as err:
+        CONSOLE.print(f"[bold red]Error:[/bold red] {err}", soft_wrap=True)
+        sys.exit(USAGE_EXIT_STATUS)
+
+
+@dataclass
+class RFFTrainerConfig(TrainerConfig):
+    """nerfstudio's trainer config, whose options and dataset ``ns-train`` checks before it prints and saves it
+    (so that a mistake stops at once, with one line, and leaves no run folder behind)."""
+
+    def print_to_terminal(self) -> None:
+        exit_on_usage_error(lambda: check_pipeline_config(self.pipeline, "val"))  # type: ignore[arg-type]
+        report_divergence_in_one_line()
+        super().print_to_terminal()
 
 
 @dataclass
@@ -44,11 +74,21 @@ class RFFPipeline(VanillaPipeline):
         local_rank: int = 0,
         grad_scaler: Optional[GradScaler] = None,
     ) -> None:
-        try:
-            if isinstance(config.model, RFFNeRFModelConfig):
-                check_model_config(config.model)
-            check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None))
-        except UsageError as err:
-            CONSOLE.print(f"[bold red]Error:[/bold red] {err}", soft_wrap=True)
-            sys.exit(USAGE_EXIT_STATUS)
+        exit_on_usage_error(lambda: check_pipeline_config(config, test_mode))
         super().__init__(config, device, test_mode, world_size, local_rank, grad_scaler)
+
+    def load_pipeline(self, loaded_state: Dict[str, Any], step: int) -> None:
+        """Load a checkpoint, refusing one with non-finite values (a diverged training's)."""
+        exit_on_usage_error(lambda: check_finite_checkpoint(loaded_state, step))
+        super().load_pipeline(loaded_state, step)
+
+
+def check_finite_checkpoint(state: Dict[str, Any], step: int) -> None:
+    """Raise :class:`UsageError` when a checkpoint's pipeline state holds non-finite values."""
+    bad = [key for key, value in state.items() if torch.is_tensor(value) and value.is_floating_point()
+           and not bool(torch.isfinite(value).all())]  # fmt: skip
+    if bad:
+        raise UsageError(
+            f"the checkpoint of step {step} holds non-finite values ({len(bad)} tensors, e.g. {bad[0]}): its training "
+            "diverged; use an earlier checkpoint or train again with a lower learning rate"
+        )

@@ -118,6 +118,8 @@ def load_mesh(path: Union[str, Path], fill_holes: bool = False) -> "o3d.geometry
     import open3d as o3d
 
     path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; give the path of a mesh file ({', '.join(MESH_SUFFIXES)})")
     if not path.is_file():
         raise UsageError(f"mesh file {path} does not exist; check the path")
     if path.suffix.lower() not in MESH_SUFFIXES:

@@ -23,7 +23,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.inr.bacon import Bacon, BaconSchedule, default_schedule
@@ -87,6 +87,13 @@ class SDFNetworkConfig(NetworkConfig):
     """Bandwidth fraction of each BACON filter (default: the repository's SDF schedule for 8 layers)."""
     bacon_output_layers: Optional[tuple[int, ...]] = None
     """Layers with a BACON output head (default: 2 4 6 8 for 8 layers)."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for options no SDF network can be built with."""
+        super().check()
+        check_fields(self, positive=("bacon_max_frequency",))
+        if self.method == "bacon" and self.hidden_layers is not None and self.hidden_layers < 1:
+            raise UsageError(f"BACON needs at least one hidden layer, got --hidden-layers {self.hidden_layers}")
 
     def resolved(self) -> "SDFNetworkConfig":
         """A copy with the per-method defaults filled in."""
@@ -170,6 +177,14 @@ class SDFTrainConfig:
     """Seed of the initialisation and of the sampling."""
     device: str = "cpu"
     """Torch device, e.g. cpu or cuda."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for options that cannot work (before any sampling)."""
+        check_fields(self, positive_int=("iters",), positive=("coarse_scale", "fine_scale", "lr", "lr_final",
+                     "filter_lr"), non_negative=("coarse_weight", "grad_clip"))  # fmt: skip
+        if self.points_per_step < 2:
+            raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")
+        self.line_search.check()
 
 
 @dataclass

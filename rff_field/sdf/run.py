@@ -18,7 +18,7 @@ import torch
 
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
-from rff_field.common.outputs import write_json
+from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
 from rff_field.core.errors import UsageError
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
 from rff_field.sdf.fit import (
@@ -92,14 +92,23 @@ class OutputConfig:
     """Write the trained weights to model.pt."""
 
 
-def prepare_out_dir(path: Path, overwrite: bool) -> Path:
-    """Create ``path``; refuse a non-empty one unless ``overwrite``."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{path} exists and is not a directory; choose another --out")
+OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "render.png", "model.pt")
+"""The files a fit writes."""
+
+
+def check_out_dir(path: Path, overwrite: bool) -> None:
+    """Refuse a folder that cannot be written, or a non-empty one unless ``overwrite``."""
+    check_writable_folder(path, "--out")
     if path.is_dir() and any(path.iterdir()) and not overwrite:
         raise UsageError(f"{path} is not empty; choose another --out or pass --overwrite")
+
+
+def prepare_out_dir(path: Path, overwrite: bool) -> Path:
+    """Create ``path`` (checked as :func:`check_out_dir`) without an earlier fit's outputs."""
+    path = Path(path)
+    check_out_dir(path, overwrite)
     path.mkdir(parents=True, exist_ok=True)
+    clear_outputs(path, OUTPUT_FILES)
     return path
 
 

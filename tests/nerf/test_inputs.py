@@ -161,6 +161,7 @@ def test_ns_train_on_a_folder_without_transforms(tmp_path):
     assert out.returncode == 2
     assert "has no transforms_train.json: not a Blender-format scene" in text
     assert "Traceback" not in text
+    assert "Config" not in out.stdout and not (tmp_path / "runs").exists()  # stopped before the dump and the save
 
 
 def test_export_mesh_cli_bad_input_is_one_line(tmp_path):
@@ -176,3 +177,16 @@ def test_export_mesh_cli_bad_input_is_one_line(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert lines[-1] == f"rff-export-mesh: error: {tmp_path / 'none.yml'} does not exist; {hint}"
     assert "Traceback" not in out.stderr and not (tmp_path / "m.ply").exists()
+
+
+def test_ns_train_stops_a_diverging_run_with_one_line(scene, tmp_path):
+    """An infinite learning rate makes every updated parameter non-finite after the first step, by construction."""
+    cmd = [str(BIN / "ns-train"), "rff-nerf-lite", "--data", str(scene), "--machine.device-type", "cpu", "--vis",
+           "tensorboard", "--output-dir", str(tmp_path / "runs"), "--max-num-iterations", "5",
+           "--optimizers.fields.optimizer.lr", "inf", "--pipeline.model.compute-lpips", "False"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ns-train: training diverged at step 1: the loss is nan")
+    assert "--optimizers.fields.optimizer.lr (now inf)" in last and "no checkpoint was written" in last
+    assert not list((tmp_path / "runs").rglob("*.ckpt"))

@@ -20,6 +20,7 @@ import torch
 import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 
+from rff_field.core.errors import TrainingDiverged
 from rff_field.core.line_search import filter_step_size
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.nerf.model import FIELDS_GROUP, FILTER_LR_TAG, RFFNeRFModel, RFFNeRFModelConfig
@@ -74,6 +75,8 @@ class RuleWatcher:
         self.optimizers = trainer.optimizers.optimizers
         self.expected: list[float] = []
         self.observed: list[float] = []
+        self.inputs: list[tuple[float, float, float]] = []  # (loss, d_filter, lr * d_inr), recomputed here
+        self.recorded: list[tuple[float, float, float]] = []  # the same, as the line search computed them
         self._step = None
         for opt in self.optimizers.values():
             opt.register_step_pre_hook(self._hook)
@@ -94,11 +97,17 @@ class RuleWatcher:
         if self._step != self.trainer.step:  # first optimizer of this step: nothing has been updated yet
             self._step = self.trainer.step
             cfg = self.model.config
+            inputs = (
+                float(self.model.training_loss().detach()),
+                self._directional(FILTER_GROUP),
+                self._directional(FIELDS_GROUP),
+            )
+            self.inputs.append(inputs)
+            last = self.model.line_search.last  # set by the line search's hook, which ran before this one
+            self.recorded.append((last["loss"], last["d_filter"], last["lr_d_inr"]))
             self.expected.append(
                 filter_step_size(
-                    float(self.model.training_loss().detach()),
-                    self._directional(FILTER_GROUP),
-                    self._directional(FIELDS_GROUP),
+                    *inputs,
                     1.0,
                     lr_min=cfg.line_search.lr_min,
                     lr_max=cfg.line_search.lr_max,
@@ -145,8 +154,8 @@ def test_line_search_set_filter_lr_every_step_to_the_rule(trained):
     np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
     np.testing.assert_allclose(model.line_search.history, watcher.observed, rtol=0, atol=0)
     assert all(0.0 <= lr <= LR_MAX for lr in watcher.observed)
-    # the rate actually moved: it is not pinned at a bound on every step
-    assert len({round(lr, 12) for lr in watcher.observed}) > 1
+    # the rule's inputs match at every step, whether or not its value lands inside the bounds
+    np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
 
 
 def test_filter_lr_logged_every_step(trained):
@@ -297,3 +306,47 @@ def test_trains_on_a_nerfstudio_dataset(trained, tmp_path):
     config.pipeline.model.collider_params = {"near_plane": 0.05, "far_plane": 6.0}
     config_path = train_in_process(config)
     assert (config_path.parent / "nerfstudio_models" / "step-000000002.ckpt").exists()
+
+
+def test_divergence_stops_training_and_keeps_only_finite_checkpoints(trained, tmp_path):
+    from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
+
+    config = tiny_config(trained["scene"], tmp_path / "runs", steps=10)
+    config.steps_per_save = 2
+
+    def poison(trainer) -> None:
+        def at(step: int) -> None:
+            if step == 3:  # a field parameter turns NaN before step 3: its loss is the first non-finite one
+                with torch.no_grad():
+                    trainer.pipeline.model.field_fine.mlp_base.layers[0].weight.fill_(float("nan"))
+
+        trainer.callbacks.insert(0, TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], at))
+
+    with pytest.raises(TrainingDiverged, match="diverged at step 3: the loss is nan") as info:
+        train_in_process(config, on_setup=poison)
+    message = str(info.value)
+    assert "fields parameters" in message and "are not finite" in message
+    assert "--optimizers.fields.optimizer.lr" in message
+    checkpoints = sorted((config.get_base_dir() / "nerfstudio_models").glob("step-*.ckpt"))
+    assert [c.name for c in checkpoints] == ["step-000000002.ckpt"]  # nerfstudio keeps only the latest
+    assert checkpoints[-1].name in str(info.value)
+    for checkpoint in checkpoints:
+        state = torch.load(checkpoint, map_location="cpu")["pipeline"]
+        assert all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())
+
+
+def test_a_checkpoint_with_non_finite_values_is_refused(trained, tmp_path, capsys):
+    import shutil
+
+    from rff_field.cli.export_mesh import ExportMesh, run
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained["config_path"].parent, run_dir)
+    (checkpoint,) = (run_dir / "nerfstudio_models").glob("step-*.ckpt")
+    state = torch.load(checkpoint, map_location="cpu")
+    key = next(k for k in state["pipeline"] if "filter" in k)
+    state["pipeline"][key] = torch.full_like(state["pipeline"][key], float("nan"))
+    torch.save(state, checkpoint)
+    assert run(ExportMesh(load_config=run_dir / "config.yml", output_path=tmp_path / "m.ply")) == 2
+    err = capsys.readouterr().err
+    assert "holds non-finite values" in err and "diverged" in err and not (tmp_path / "m.ply").exists()

@@ -1,0 +1,130 @@
+"""Bad input ends with one line on stderr and exit status 2 before any training, and writes nothing."""
+
+import sys
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rff_field.cli import bench, export_mesh, image, sdf
+from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
+from rff_field.core.errors import UsageError
+from rff_field.core.filter import BiasFreeFilter, FilteredEncoding
+from rff_field.core.line_search import balanced_step_size, filter_step_size
+
+
+def run(entrypoint, args, monkeypatch, capsys) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", ["prog", *map(str, args)])
+    with pytest.raises(SystemExit) as info:
+        entrypoint([str(a) for a in args])
+        sys.exit(0)
+    err = capsys.readouterr().err
+    return int(info.value.code or 0), err
+
+
+@pytest.fixture
+def picture(tmp_path):
+    path = tmp_path / "pic.png"
+    iio.imwrite(path, (np.random.default_rng(0).random((16, 16, 3)) * 255).astype(np.uint8))
+    return path
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--hidden-features", "0"], "--hidden-features must be positive"),
+        (["--hidden-features", "-4"], "--hidden-features must be positive"),
+        (["--hidden-layers", "-2"], "--hidden-layers must be zero or positive"),
+        (["--lr", "-1"], "--lr must be positive"),
+        (["--lr", "nan"], "--lr must be a finite number"),
+        (["--line-search.lr-max", "inf"], "--line-search.lr-max must be a finite number"),
+        (["--lr-max", "inf"], "--line-search.lr-max must be a finite number"),  # the earlier name
+        (["--line-search.lr-min", "0.1", "--line-search.lr-max", "0.01"], "must not exceed"),
+        (["--rff-sigma", "nan", "--method", "mlp-rff"], "--rff-sigma must be a finite number"),
+        (["--downsample", "8", "--pe", "wire"], "use a smaller --downsample"),
+    ],
+)
+def test_fit_options_that_cannot_work(options, message, picture, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    code, err = run(image.entrypoint, ["fit", "--image", picture, "--out", out, "--iters", "2", "--no-progress",
+                                       "--no-lpips", *options], monkeypatch, capsys)  # fmt: skip
+    assert code == 2 and message in err and err.strip().count("\n") <= len(options)  # notices for earlier names
+    assert err.strip().splitlines()[-1].startswith("rff-image: error:") and not out.exists()
+
+
+def test_unwritable_out_fails_before_training(picture, tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for entrypoint, args in ((image.entrypoint, ["fit", "--image", picture]), (sdf.entrypoint, ["fit"])):
+        code, err = run(entrypoint, [*args, "--out", blocker / "out", "--iters", "1"], monkeypatch, capsys)
+        assert code == 2 and "cannot be created" in err and "a-file is a file" in err
+    assert blocker.read_text() == "not a folder"
+
+
+def test_overwrite_clears_only_the_runs_own_outputs(picture, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    args = ["fit", "--image", picture, "--out", out, "--iters", "2", "--no-progress", "--no-lpips",
+            "--hidden-features", "8"]  # fmt: skip
+    assert run(image.entrypoint, [*args, "--dump-embedding", "2"], monkeypatch, capsys)[0] == 0
+    (out / "notes.txt").write_text("mine")
+    assert (out / "embedding.png").exists()
+    assert run(image.entrypoint, [*args, "--overwrite"], monkeypatch, capsys)[0] == 0
+    assert not (out / "embedding.png").exists() and (out / "reconstruction.png").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_sdf_inputs(tmp_path, monkeypatch, capsys):
+    code, err = run(sdf.entrypoint, ["fit", "--mesh", tmp_path, "--out", tmp_path / "o"], monkeypatch, capsys)
+    assert code == 2 and "is a folder; give the path of a mesh file" in err
+    code, err = run(sdf.entrypoint, ["fit", "--lr", "-1", "--out", tmp_path / "o"], monkeypatch, capsys)
+    assert code == 2 and "--lr must be positive" in err
+    code, err = run(sdf.entrypoint, ["fit", "--hidden-features", "0", "--out", tmp_path / "o"], monkeypatch, capsys)
+    assert code == 2 and "--hidden-features must be positive" in err and not (tmp_path / "o").exists()
+
+
+def test_bench_inputs_fail_before_any_job(picture, tmp_path, monkeypatch, capsys):
+    images = tmp_path / "images"
+    images.mkdir()
+    iio.imwrite(images / "a.png", np.zeros((16, 16, 3), np.uint8))
+    (images / "b.png").write_bytes(b"not a png")
+    out = tmp_path / "out"
+    common = ["image", "--images", images, "--out", out, "--downsample", "1", "--sweep-names", "--long-names",
+              "--iters", "2", "--no-lpips", "--no-progress"]  # fmt: skip
+    code, err = run(bench.entrypoint, [*common, "--variants", "nosuchvariant"], monkeypatch, capsys)
+    assert code == 2 and "unknown method 'nosuchvariant'" in err and "presets: mlp-pe" in err
+    code, err = run(bench.entrypoint, [*common, "--variants", "mlp-pe"], monkeypatch, capsys)
+    assert code == 2 and "b.png" in err and not (out / "runs").exists()  # a.png's job did not run first
+
+
+def test_export_mesh_into_an_unwritable_folder(tmp_path, monkeypatch, capsys):
+    config = tmp_path / "config.yml"
+    config.write_text("{}")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    args = ["--load-config", config, "--output-path", blocker / "m.ply"]
+    code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
+    assert code == 2 and "a-file is a file" in err and "must end in" not in err  # the folder, not the name
+
+
+def test_core_constructors_and_rule_check_their_inputs():
+    cases = [
+        lambda: PositionalEncoding(2, 4, float("nan")),
+        lambda: PositionalEncoding(2, 4, 8.0)(torch.rand(5, 3)),
+        lambda: PositionalEncoding.nerf(3, 0),
+        lambda: RandomFourierEncoding(2, 8, 0.0),
+        lambda: BiasFreeFilter(-3),
+        lambda: FilteredEncoding(nn.Linear(2, 3)),
+        lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, lr_max=float("nan")),
+        lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, lr_max=float("inf")),
+        lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, lr_min=float("nan")),
+        lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, lr_min=1e-2, lr_max=1e-3),
+        lambda: balanced_step_size(-1.0, -1.0, 1e-3, lr_min=1.0, lr_max=0.5),
+    ]
+    for case in cases:
+        with pytest.raises(UsageError):
+            case()
+    with pytest.raises(UsageError, match=r"BiasFreeFilter\(6\) filters 6 channels, got inputs of shape \(5, 8\)"):
+        BiasFreeFilter(6)(torch.rand(5, 8))
+    assert PositionalEncoding(3, 4, 8.0)(torch.rand(5, 3)).shape[-1] == PositionalEncoding(3, 4, 8.0).get_out_dim()
