@@ -3,6 +3,7 @@ nothing outside itself."""
 
 import ast
 import re
+import sys
 
 from tests import REPO
 
@@ -43,9 +44,8 @@ def test_core_needs_only_torch():
                 third_party.add(node.module.split(".")[0])
             elif isinstance(node, ast.Import):
                 third_party.update(alias.name.split(".")[0] for alias in node.names)
-    allowed = {"torch", "jaxtyping", "nerfstudio", "rff_field", "__future__"}  # nerfstudio optional (try/except)
-    stdlib = {"math", "typing", "dataclasses", "itertools", "functools", "collections"}
-    assert third_party - allowed - stdlib == set()
+    allowed = {"torch", "jaxtyping", "nerfstudio", "rff_field"}  # nerfstudio optional (try/except)
+    assert third_party - allowed - set(sys.stdlib_module_names) == set()
 
 
 def test_no_citation_outside_the_repository():

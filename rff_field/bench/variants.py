@@ -23,6 +23,7 @@ LEGACY_KEYS = {
     "filter_lr_max": "line_search.lr_max",
     "filter_lr_min": "line_search.lr_min",
     "line_search_direction": "line_search.direction",
+    "pe_bands": "wire_bands",
 }
 """Option names of earlier versions, accepted with a notice."""
 
@@ -118,11 +119,12 @@ def set_options(
     for key, text in overrides.items():
         if key in skip:
             continue
-        if key in LEGACY_KEYS and key not in paths:
+        matches = [key] if key in paths else [path for path in paths if path.endswith("." + key)]
+        if not matches and key in LEGACY_KEYS:
             if notify is not None:
                 notify(f"option {key!r} in a variant is now {LEGACY_KEYS[key]!r}")
             key = LEGACY_KEYS[key]
-        matches = [key] if key in paths else [path for path in paths if path.endswith("." + key)]
+            matches = [key] if key in paths else [path for path in paths if path.endswith("." + key)]
         if not matches:
             raise UsageError(f"unknown option {key!r} in a variant; use an option of the config (see --help)")
         if len(matches) > 1:

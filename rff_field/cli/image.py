@@ -21,6 +21,7 @@ LEGACY_FLAGS = {
     "--direction": "--line-search.direction",
     "--c1": "--line-search.c1",
     "--ls-eps": "--line-search.eps",
+    "--pe-bands": "--wire-bands",
 }
 """Options of earlier versions (before the line-search options moved under ``--line-search.``)."""
 

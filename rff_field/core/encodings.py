@@ -72,8 +72,8 @@ class PositionalEncoding(Encoding):
         self.include_input = include_input
 
     @classmethod
-    def nerf(cls, in_dim: int, num_frequencies: int, include_input: bool = True) -> "PositionalEncoding":
-        """NeRF's bands ``b = 2**k``, k = 0..L-1 (features ``sin(2 pi 2**k x)``, as nerfstudio's NeRFEncoding)."""
+    def pow2(cls, in_dim: int, num_frequencies: int, include_input: bool = True) -> "PositionalEncoding":
+        """Bands ``b = 2**k``, k = 0..L-1 (features ``sin(2 pi 2**k x)``, as nerfstudio's NeRFEncoding)."""
         check_positive("num_frequencies", num_frequencies, integer=True)
         freqs = 2.0 ** torch.arange(num_frequencies, dtype=torch.float64)
         return cls(in_dim, num_frequencies, float(freqs[-1]), include_input, frequencies=freqs)

@@ -11,9 +11,9 @@ from typing import Literal, Optional
 
 from torch import nn
 
-from rff_field.core.encodings import Encoding, PositionalEncoding, RandomFourierEncoding
+from rff_field.core.embedding import EmbeddingConfig, resolve_bands
 from rff_field.core.errors import UsageError, check_fields
-from rff_field.core.filter import FilteredEncoding, FilterInit, initialize_filter
+from rff_field.core.filter import FilterInit
 from rff_field.inr.gauss import Gauss
 from rff_field.inr.mlp import FourierFeatureMLP
 from rff_field.inr.siren import Siren
@@ -34,12 +34,12 @@ class NetworkConfig:
     """Width of the hidden layers (WIRE uses int(width / sqrt(2)) complex features)."""
     hidden_layers: int = 2
     """Hidden layers after the first (WIRE repository convention: 2 gives 3 nonlinear layers)."""
-    pe: Literal["wire", "loglinear", "nerf"] = "wire"
-    """PE variant: the WIRE repository's Nyquist-limited bands, the paper's log-linear ``scale**(i/N)``, or
-    NeRF's ``2**k``."""
+    pe: Literal["wire", "loglinear", "pow2", "nerf"] = "wire"
+    """PE bands: the WIRE repository's Nyquist-limited ``2**(k-1)``, the paper's log-linear ``scale**(i/N)``, or
+    ``2**k`` cycles (``pow2``, nerfstudio's NeRFEncoding; ``nerf`` is its earlier name)."""
     pe_frequencies: int = 64
-    """Frequencies per input dimension for the log-linear and NeRF PE (WIRE's follows from the signal size)."""
-    pe_bands: Optional[int] = None
+    """Frequencies per input dimension for the log-linear and pow2 PE (WIRE's follows from the signal size)."""
+    wire_bands: Optional[int] = None
     """Bands of the WIRE PE (default: ``floor(log2(side / 4))`` for the signal's side length)."""
     pe_scale: float = 32.0
     """Highest frequency of the log-linear PE, in cycles per unit of the input coordinates."""
@@ -78,7 +78,7 @@ class NetworkConfig:
         """Raise :class:`UsageError` for options no network can be built with."""
         check_fields(
             self,
-            positive_int=("hidden_features", "pe_frequencies", "pe_bands", "rff_frequencies", "filter_layers",
+            positive_int=("hidden_features", "pe_frequencies", "wire_bands", "rff_frequencies", "filter_layers",
                           "sape_res"),
             non_negative_int=("hidden_layers",),
             positive=("pe_scale", "rff_sigma", "omega0", "wire_omega0", "wire_sigma0", "gauss_scale",
@@ -87,23 +87,28 @@ class NetworkConfig:
         )  # fmt: skip
 
 
-def build_encoding(config: NetworkConfig, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
-    """The (unfiltered) embedding of an ``mlp-*``/``filtered-*`` network.
-
-    Args:
-        config: Network configuration.
-        in_dim: Input coordinates.
-        sidelength: Samples along the shortest axis of the signal; needed by the WIRE PE.
-    """
-    if config.method.endswith("-rff"):
-        return RandomFourierEncoding(in_dim, config.rff_frequencies, config.rff_sigma, seed=config.rff_seed)
-    if config.pe == "wire":
-        if sidelength is None and not config.pe_bands:
-            raise UsageError("the WIRE PE needs the signal's side length; pass sidelength or choose another --pe")
-        return PositionalEncoding.wire(in_dim, 4 * 2**config.pe_bands if config.pe_bands else sidelength)
-    if config.pe == "nerf":
-        return PositionalEncoding.nerf(in_dim, config.pe_frequencies)
-    return PositionalEncoding(in_dim, config.pe_frequencies, config.pe_scale)
+def embedding_config(config: NetworkConfig) -> EmbeddingConfig:
+    """The embedding of an ``mlp-*``/``filtered-*`` (or SAPE) network, filtered for ``filtered-*``."""
+    rff = config.method.endswith("-rff") or (config.method == "sape" and config.sape_embedding == "rff")
+    bands = resolve_bands(config.pe, nerf_means="pow2")
+    if rff:
+        frequencies = config.rff_frequencies
+    else:
+        frequencies = config.wire_bands if bands == "wire" else config.pe_frequencies
+    return EmbeddingConfig(
+        kind="rff" if rff else "pe",
+        pe_bands=bands,
+        num_frequencies=frequencies,
+        pe_scale=config.pe_scale,
+        rff_sigma=config.rff_sigma,
+        rff_seed=config.rff_seed,
+        include_input=not rff and bands != "loglinear",
+        filtered=config.method.startswith("filtered-"),
+        filter_layers=config.filter_layers,
+        filter_bias=config.filter_bias,
+        filter_init=config.filter_init,
+        filter_init_gain=config.filter_init_gain,
+    )
 
 
 def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: Optional[int] = None) -> nn.Module:
@@ -125,16 +130,11 @@ def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: 
     if config.method == "sape":  # 2D images only; METHODS lists the methods every task supports
         from rff_field.inr.sape import SapeMLP
 
-        embedding = NetworkConfig(**{**config.__dict__, "method": f"mlp-{config.sape_embedding}"})
-        encoding = build_encoding(embedding, in_dim, sidelength)
+        encoding = embedding_config(config).build(in_dim, sidelength)
         return SapeMLP(encoding, out_dim, width, depth, res=config.sape_res, epsilon=config.sape_epsilon)
     if config.method not in METHODS:
         raise UsageError(f"unknown method {config.method!r}; choose one of {', '.join(METHODS)}")
-    encoding = build_encoding(config, in_dim, sidelength)
-    if config.method.startswith("filtered-"):
-        encoding = FilteredEncoding(encoding, num_layers=config.filter_layers, bias=config.filter_bias)
-        initialize_filter(encoding.filter, config.filter_init, config.filter_init_gain)
-    return FourierFeatureMLP(encoding, out_dim, width, depth)
+    return FourierFeatureMLP(embedding_config(config).build(in_dim, sidelength), out_dim, width, depth)
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -27,11 +27,12 @@ from torch.nn import Parameter
 from torchmetrics.functional import structural_similarity_index_measure
 from torchmetrics.image import PeakSignalNoiseRatio
 
+from rff_field.core.embedding import EmbeddingConfig, resolve_bands
 from rff_field.core.filter import FilterInit, split_filter_parameters
 from rff_field.core.line_search import FilterLineSearch
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search
 from rff_field.nerf.divergence import divergence_callback
-from rff_field.nerf.field import EncodingKind, FourierEncodingSpec, PEBands, make_nerf_field
+from rff_field.nerf.field import EncodingKind, make_nerf_field
 from rff_field.nerf.lpips import load_lpips
 
 FIELDS_GROUP = "fields"
@@ -67,10 +68,11 @@ class RFFNeRFModelConfig(ModelConfig):
     """Position embedding: 'pe' (on-axis bands) or 'rff' (random Fourier features)."""
     num_frequencies: int = 10
     """PE bands per coordinate for positions."""
-    pe_bands: PEBands = "nerf"
-    """PE bands: 'nerf' = sin(2^k x), k=0..L-1 (nerf-pytorch); 'log-linear' = sin(2 pi s^(i/L) x), i=1..L (paper)."""
+    pe_bands: Literal["nerf-pytorch", "loglinear", "pow2", "nerf", "log-linear"] = "nerf-pytorch"
+    """PE bands: 'nerf-pytorch' = sin(2^k x), k=0..L-1; 'loglinear' = sin(2 pi s^(i/L) x), i=1..L (the paper);
+    'pow2' = sin(2 pi 2^k x). 'nerf' and 'log-linear' are the earlier names of 'nerf-pytorch' and 'loglinear'."""
     pe_scale: float = 64.0
-    """Highest frequency s (cycles per unit) of the 'log-linear' bands."""
+    """Highest frequency s (cycles per unit) of the 'loglinear' bands."""
     rff_num_frequencies: int = 128
     """Number of random frequency vectors of the 'rff' embedding (it has twice as many features)."""
     rff_sigma: float = 8.0
@@ -106,33 +108,33 @@ class RFFNeRFModelConfig(ModelConfig):
             state["line_search"] = LineSearchConfig(enabled=bool(state["line_search"]), **old)
         self.__dict__.update(state)
 
-    def position_spec(self) -> FourierEncodingSpec:
+    def position_spec(self) -> EmbeddingConfig:
         """The position embedding this config describes."""
         rff = self.encoding == "rff"
-        return FourierEncodingSpec(
+        return EmbeddingConfig(
             kind=self.encoding,
             num_frequencies=self.rff_num_frequencies if rff else self.num_frequencies,
-            pe_bands=self.pe_bands,
+            pe_bands=resolve_bands(self.pe_bands, nerf_means="nerf-pytorch"),
             pe_scale=self.pe_scale,
             rff_sigma=self.rff_sigma,
             rff_seed=self.rff_seed,
             include_input=True,
             filtered=self.use_filter,
-            filter_num_layers=self.filter_num_layers,
+            filter_layers=self.filter_num_layers,
             filter_bias=self.filter_bias,
             filter_init=self.filter_init,
             filter_init_gain=self.filter_init_gain,
         )
 
-    def direction_spec(self) -> FourierEncodingSpec:
+    def direction_spec(self) -> EmbeddingConfig:
         """The direction embedding this config describes (always nerf-pytorch PE bands)."""
-        return FourierEncodingSpec(
+        return EmbeddingConfig(
             kind="pe",
             num_frequencies=self.direction_num_frequencies,
-            pe_bands="nerf",
+            pe_bands="nerf-pytorch",
             include_input=True,
             filtered=self.filter_direction,
-            filter_num_layers=self.filter_num_layers,
+            filter_layers=self.filter_num_layers,
             filter_bias=self.filter_bias,
             filter_init=self.filter_init,
             filter_init_gain=self.filter_init_gain,

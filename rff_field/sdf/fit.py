@@ -57,9 +57,9 @@ class SDFNetworkConfig(NetworkConfig):
     or a baseline (``siren``, ``gauss``, ``wire``, ``bacon``)."""
     hidden_layers: Optional[int] = None  # type: ignore[assignment]
     """Hidden layers after the first (default: 7, i.e. 8 layers as BACON's ReLU MLP; 8 for SIREN and BACON)."""
-    pe: Literal["wire", "loglinear", "nerf"] = "loglinear"
-    """PE variant: the paper's log-linear ``scale**(i/N)`` (default), NeRF's ``2**k``, or WIRE's Nyquist-limited
-    bands (which need a signal size, so not for shapes)."""
+    pe: Literal["wire", "loglinear", "pow2", "nerf"] = "loglinear"
+    """PE bands: the paper's log-linear ``scale**(i/N)`` (default), ``2**k`` cycles (``pow2``; ``nerf`` is its
+    earlier name), or WIRE's Nyquist-limited bands (which need a signal size, so not for shapes)."""
     pe_frequencies: int = 32
     """Frequencies per input dimension of the PE (the embedding has 3 x 2 x this many channels)."""
     pe_scale: float = 32.0
@@ -126,7 +126,7 @@ def build_sdf_network(config: SDFNetworkConfig, seed: int = 0) -> nn.Module:
             seed=seed,
         )
     if config.pe == "wire" and config.method.endswith("-pe"):
-        raise UsageError("the WIRE PE needs an image size; use --pe loglinear or --pe nerf for shapes")
+        raise UsageError("the WIRE PE needs an image size; use --pe loglinear or --pe pow2 for shapes")
     return build_network(config, in_dim=3, out_dim=1)
 
 

@@ -112,7 +112,7 @@ def test_core_constructors_and_rule_check_their_inputs():
     cases = [
         lambda: PositionalEncoding(2, 4, float("nan")),
         lambda: PositionalEncoding(2, 4, 8.0)(torch.rand(5, 3)),
-        lambda: PositionalEncoding.nerf(3, 0),
+        lambda: PositionalEncoding.pow2(3, 0),
         lambda: RandomFourierEncoding(2, 8, 0.0),
         lambda: BiasFreeFilter(-3),
         lambda: FilteredEncoding(nn.Linear(2, 3)),

@@ -27,7 +27,7 @@ def test_pe_features_are_sin_cos_of_each_axis_and_frequency():
 
 
 def test_nerf_preset_uses_powers_of_two():
-    enc = PositionalEncoding.nerf(in_dim=3, num_frequencies=10)
+    enc = PositionalEncoding.pow2(in_dim=3, num_frequencies=10)
     torch.testing.assert_close(enc.frequencies, 2.0 ** torch.arange(10.0))
     assert enc.get_out_dim() == 3 + 3 * 2 * 10
 

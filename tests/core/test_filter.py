@@ -98,6 +98,6 @@ def test_filter_parameters_split_from_the_inr():
 def test_filtered_encoding_plugs_into_nerfstudio_field():
     from nerfstudio.fields.vanilla_nerf_field import NeRFField
 
-    pos = FilteredEncoding(PositionalEncoding.nerf(3, 4))
-    field = NeRFField(position_encoding=pos, direction_encoding=PositionalEncoding.nerf(3, 2), base_mlp_num_layers=2)
+    pos = FilteredEncoding(PositionalEncoding.pow2(3, 4))
+    field = NeRFField(position_encoding=pos, direction_encoding=PositionalEncoding.pow2(3, 2), base_mlp_num_layers=2)
     assert field.mlp_base.in_dim == pos.get_out_dim()

@@ -65,9 +65,9 @@ def test_wire_pe_and_grayscale():
     assert result.metrics["embedding_dim"] == 2 * 2 * 3 + 2  # floor(log2(32 / 4)) = 3 bands, input included
 
 
-def test_wire_pe_bands_option():
+def test_wire_bands_option():
     config = _wire_pe()
-    config.network.pe_bands = 4
+    config.network.wire_bands = 4
     result = fit_image(smooth_image(16), config, progress=False)
     assert result.metrics["embedding_dim"] == 2 * 2 * 4 + 2
 

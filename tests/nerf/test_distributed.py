@@ -14,9 +14,10 @@ import torch.multiprocessing as mp
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from torch.nn.parallel import DistributedDataParallel
 
+from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.filter import split_filter_parameters
 from rff_field.core.line_search import FilterLineSearch, filter_step_size
-from rff_field.nerf.field import FourierEncodingSpec, make_nerf_field
+from rff_field.nerf.field import make_nerf_field
 from rff_field.nerf.mesh_export import samples_at
 
 STEPS = 4
@@ -28,8 +29,8 @@ def _worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
     try:
         torch.manual_seed(0)  # same initial weights everywhere (DDP also broadcasts them)
         field = make_nerf_field(
-            FourierEncodingSpec(num_frequencies=4),
-            FourierEncodingSpec(num_frequencies=2, filtered=False),
+            EmbeddingConfig(pe_bands="nerf-pytorch", num_frequencies=4),
+            EmbeddingConfig(pe_bands="nerf-pytorch", num_frequencies=2, filtered=False),
             base_mlp_num_layers=2,
             base_mlp_layer_width=16,
             head_mlp_num_layers=1,
