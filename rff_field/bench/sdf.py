@@ -115,7 +115,7 @@ def sdf_jobs(shapes: Sequence[tuple[str, Path]], methods: Sequence[MethodSpec]) 
     ]
 
 
-def run_bench(
+def run_sdf_jobs(
     out: Path,
     shapes: Sequence[tuple[str, Path]],
     methods: Sequence[MethodSpec],

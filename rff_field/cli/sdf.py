@@ -55,7 +55,35 @@ class Fit:
     """Write into a non-empty --out, replacing files of the same names."""
 
     def main(self) -> dict:
-        return run_fit(self)
+        """Run the command."""
+        from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
+        from rff_field.sdf.run import GroundTruth, check_out_dir, prepare_out_dir, run_sdf
+
+        _check_common(self.train, self.output, self.network)
+        if self.pool is not None and self.mesh is not None:
+            raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
+        check_out_dir(Path(self.out), self.overwrite)
+        if self.pool is not None:
+            from rff_field.bench.sdf import load_pool_arrays
+
+            arrays = load_pool_arrays(self.pool)
+            sampler = SamplePool(arrays, device=self.train.device, seed=self.train.seed)
+            name = str(sampler.meta.get("name", self.pool.stem))
+            gt = GroundTruth.from_arrays(arrays, name)
+        else:
+            name, mesh = load_shape(self.mesh, self.fill_holes)
+            sampler = MeshSDF(mesh, self.train.coarse_scale, self.train.fine_scale, self.train.seed, self.sign_rays)
+            gt = GroundTruth.from_mesh_sdf(sampler, name, self.output.eval_samples)
+        out = prepare_out_dir(self.out, self.overwrite)
+        record = run_sdf(out, gt, sampler, self.network, self.train, self.output)
+        cd = record["chamfer"]
+        print(
+            f"{name} {record['label']}: {record['iters']} steps, {record['seconds_per_iter']:.3g} s/step, "
+            f"Chamfer {cd:.4g}, F-score {record['f_score']:.3f} -> {out}"
+            if cd is not None
+            else f"{name} {record['label']}: no surface at level 0 after {record['iters']} steps -> {out}"
+        )
+        return record
 
 
 @dataclass
@@ -100,7 +128,86 @@ class Bench:
     """Which runs to do, and how (--overwrite: write into a non-empty --out and rerun finished runs)."""
 
     def main(self) -> dict:
-        return run_bench(self)
+        """Run the command."""
+        from rff_field.bench import sdf as sdf_bench
+        from rff_field.sdf.data import pool_size_for
+
+        out = Path(self.out)
+        specs = [sdf_bench.parse_method(m) for m in self.methods]
+        if not specs:
+            raise UsageError("--methods is empty; give at least one method")
+        network = SDFNetworkConfig(**{f.name: getattr(self.network, f.name) for f in dataclasses.fields(self.network)})
+        protocol = {
+            "meshes": [str(m) for m in self.meshes or self.pools] or ["generated"],
+            "methods": list(self.methods),
+            "network": dataclasses.asdict(network) | {"method": "per run"},
+            "train": dataclasses.asdict(self.train),
+            "output": dataclasses.asdict(self.output),
+            "pool_size": self.pool_size or pool_size_for(self.train.iters, self.train.points_per_step),
+        }
+        if self.report_only:
+            if not out.is_dir():
+                raise UsageError(f"{out} does not exist; run the benchmark first")
+            records = sdf_bench.reevaluate(out, self.output, force=self.reevaluate)
+            if not records:
+                raise UsageError(f"no runs under {out}/runs; run the benchmark first")
+            old = out / "results.json"
+            if old.is_file():
+                import json
+
+                protocol = json.loads(old.read_text()).get("protocol", protocol)
+            shapes = [Path(m).stem for m in protocol.get("meshes", [])]
+            labels = list(protocol.get("methods", []))
+
+            def order(record: dict) -> tuple[int, int]:
+                def index(items: list, item: str) -> int:
+                    return items.index(item) if item in items else len(items)
+
+                return index(shapes, record["mesh"]), index(labels, record["label"])
+
+            records = sorted(records, key=order)
+            protocol["meshes"] = list(dict.fromkeys(r["mesh"] for r in records))
+            if self.reevaluate:
+                protocol.setdefault("output", {}).update(
+                    eval_samples=self.output.eval_samples, f_threshold=self.output.f_threshold
+                )
+        else:
+            _check_common(self.train, self.output)
+            if self.pools and self.meshes:
+                raise UsageError("give either --meshes (sampled now) or --pools (sampled before), not both")
+            missing = [str(pool) for pool in self.pools if not Path(pool).is_file()]
+            if missing:
+                raise UsageError(f"no sample pool {', '.join(missing)}; write pools with `rff-sdf pool`")
+            if out.is_dir() and any(out.iterdir()) and not (self.resume or self.jobs.overwrite):
+                raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
+            out.mkdir(parents=True, exist_ok=True)
+            shapes = [(Path(pool).stem, Path(pool)) for pool in self.pools]
+            for mesh in () if self.pools else self.meshes or (None,):
+                name = Path(mesh).stem if mesh is not None else "generated"
+                pool_path = out / "pools" / f"{name}.npz"
+                if not (self.resume and pool_path.is_file()):
+                    sdf_bench.write_pool(
+                        mesh,
+                        pool_path,
+                        protocol["pool_size"],
+                        self.train.coarse_scale,
+                        self.train.fine_scale,
+                        seed=self.train.seed,
+                        fill_holes=self.fill_holes,
+                        surface_samples=self.output.eval_samples,
+                        sign_rays=self.sign_rays,
+                    )
+                shapes.append((name, pool_path))
+            records = sdf_bench.run_sdf_jobs(out, shapes, specs, network, self.train, self.output, self.jobs)
+        if self.floor:
+            done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
+            pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}
+            for name, pool in pools.items():
+                if name not in done:
+                    records.append(sdf_bench.exact_floor(out, name, Path(pool), self.output))
+        written = sdf_bench.write_report(out, records, protocol, self.figure_mesh, self.output.view)
+        print("wrote " + ", ".join(str(p) for p in written.values()))
+        return {"records": records, "written": written}
 
 
 @dataclass
@@ -130,7 +237,27 @@ class Pool:
     """Replace an existing file."""
 
     def main(self) -> Path:
-        return run_pool(self)
+        """Run the command."""
+        from rff_field.bench.sdf import write_pool
+
+        out = Path(self.out)
+        if out.suffix != ".npz":
+            raise UsageError(f"--out {out} should end in .npz")
+        if out.exists() and not self.overwrite:
+            raise UsageError(f"{out} already exists; choose another --out or pass --overwrite")
+        write_pool(
+            self.mesh,
+            out,
+            self.size,
+            self.coarse_scale,
+            self.fine_scale,
+            self.seed,
+            self.fill_holes,
+            self.eval_samples,
+            self.sign_rays,
+        )
+        print(f"wrote {out}")
+        return out
 
 
 def _check_common(train: SDFTrainConfig, output: OutputConfig, network: Optional[SDFNetworkConfig] = None) -> None:
@@ -144,142 +271,6 @@ def _check_common(train: SDFTrainConfig, output: OutputConfig, network: Optional
 
         if not torch.cuda.is_available():
             raise UsageError("CUDA is not available here; use --device cpu")
-
-
-def run_fit(cmd: Fit) -> dict:
-    from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
-    from rff_field.sdf.run import GroundTruth, check_out_dir, prepare_out_dir, run_sdf
-
-    _check_common(cmd.train, cmd.output, cmd.network)
-    if cmd.pool is not None and cmd.mesh is not None:
-        raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
-    check_out_dir(Path(cmd.out), cmd.overwrite)
-    if cmd.pool is not None:
-        from rff_field.bench.sdf import load_pool_arrays
-
-        arrays = load_pool_arrays(cmd.pool)
-        sampler = SamplePool(arrays, device=cmd.train.device, seed=cmd.train.seed)
-        name = str(sampler.meta.get("name", cmd.pool.stem))
-        gt = GroundTruth.from_arrays(arrays, name)
-    else:
-        name, mesh = load_shape(cmd.mesh, cmd.fill_holes)
-        sampler = MeshSDF(mesh, cmd.train.coarse_scale, cmd.train.fine_scale, cmd.train.seed, cmd.sign_rays)
-        gt = GroundTruth.from_mesh_sdf(sampler, name, cmd.output.eval_samples)
-    out = prepare_out_dir(cmd.out, cmd.overwrite)
-    record = run_sdf(out, gt, sampler, cmd.network, cmd.train, cmd.output)
-    cd = record["chamfer"]
-    print(
-        f"{name} {record['label']}: {record['iters']} steps, {record['seconds_per_iter']:.3g} s/step, "
-        f"Chamfer {cd:.4g}, F-score {record['f_score']:.3f} -> {out}"
-        if cd is not None
-        else f"{name} {record['label']}: no surface at level 0 after {record['iters']} steps -> {out}"
-    )
-    return record
-
-
-def run_bench(cmd: Bench) -> dict:
-    from rff_field.bench import sdf as sdf_bench
-    from rff_field.sdf.data import pool_size_for
-
-    out = Path(cmd.out)
-    specs = [sdf_bench.parse_method(m) for m in cmd.methods]
-    if not specs:
-        raise UsageError("--methods is empty; give at least one method")
-    network = SDFNetworkConfig(**{f.name: getattr(cmd.network, f.name) for f in dataclasses.fields(cmd.network)})
-    protocol = {
-        "meshes": [str(m) for m in cmd.meshes or cmd.pools] or ["generated"],
-        "methods": list(cmd.methods),
-        "network": dataclasses.asdict(network) | {"method": "per run"},
-        "train": dataclasses.asdict(cmd.train),
-        "output": dataclasses.asdict(cmd.output),
-        "pool_size": cmd.pool_size or pool_size_for(cmd.train.iters, cmd.train.points_per_step),
-    }
-    if cmd.report_only:
-        if not out.is_dir():
-            raise UsageError(f"{out} does not exist; run the benchmark first")
-        records = sdf_bench.reevaluate(out, cmd.output, force=cmd.reevaluate)
-        if not records:
-            raise UsageError(f"no runs under {out}/runs; run the benchmark first")
-        old = out / "results.json"
-        if old.is_file():
-            import json
-
-            protocol = json.loads(old.read_text()).get("protocol", protocol)
-        shapes = [Path(m).stem for m in protocol.get("meshes", [])]
-        labels = list(protocol.get("methods", []))
-
-        def order(record: dict) -> tuple[int, int]:
-            def index(items: list, item: str) -> int:
-                return items.index(item) if item in items else len(items)
-
-            return index(shapes, record["mesh"]), index(labels, record["label"])
-
-        records = sorted(records, key=order)
-        protocol["meshes"] = list(dict.fromkeys(r["mesh"] for r in records))
-        if cmd.reevaluate:
-            protocol.setdefault("output", {}).update(
-                eval_samples=cmd.output.eval_samples, f_threshold=cmd.output.f_threshold
-            )
-    else:
-        _check_common(cmd.train, cmd.output)
-        if cmd.pools and cmd.meshes:
-            raise UsageError("give either --meshes (sampled now) or --pools (sampled before), not both")
-        missing = [str(pool) for pool in cmd.pools if not Path(pool).is_file()]
-        if missing:
-            raise UsageError(f"no sample pool {', '.join(missing)}; write pools with `rff-sdf pool`")
-        if out.is_dir() and any(out.iterdir()) and not (cmd.resume or cmd.jobs.overwrite):
-            raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
-        out.mkdir(parents=True, exist_ok=True)
-        shapes = [(Path(pool).stem, Path(pool)) for pool in cmd.pools]
-        for mesh in () if cmd.pools else cmd.meshes or (None,):
-            name = Path(mesh).stem if mesh is not None else "generated"
-            pool_path = out / "pools" / f"{name}.npz"
-            if not (cmd.resume and pool_path.is_file()):
-                sdf_bench.write_pool(
-                    mesh,
-                    pool_path,
-                    protocol["pool_size"],
-                    cmd.train.coarse_scale,
-                    cmd.train.fine_scale,
-                    seed=cmd.train.seed,
-                    fill_holes=cmd.fill_holes,
-                    surface_samples=cmd.output.eval_samples,
-                    sign_rays=cmd.sign_rays,
-                )
-            shapes.append((name, pool_path))
-        records = sdf_bench.run_bench(out, shapes, specs, network, cmd.train, cmd.output, cmd.jobs)
-    if cmd.floor:
-        done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
-        pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}
-        for name, pool in pools.items():
-            if name not in done:
-                records.append(sdf_bench.exact_floor(out, name, Path(pool), cmd.output))
-    written = sdf_bench.write_report(out, records, protocol, cmd.figure_mesh, cmd.output.view)
-    print("wrote " + ", ".join(str(p) for p in written.values()))
-    return {"records": records, "written": written}
-
-
-def run_pool(cmd: Pool) -> Path:
-    from rff_field.bench.sdf import write_pool
-
-    out = Path(cmd.out)
-    if out.suffix != ".npz":
-        raise UsageError(f"--out {out} should end in .npz")
-    if out.exists() and not cmd.overwrite:
-        raise UsageError(f"{out} already exists; choose another --out or pass --overwrite")
-    write_pool(
-        cmd.mesh,
-        out,
-        cmd.size,
-        cmd.coarse_scale,
-        cmd.fine_scale,
-        cmd.seed,
-        cmd.fill_holes,
-        cmd.eval_samples,
-        cmd.sign_rays,
-    )
-    print(f"wrote {out}")
-    return out
 
 
 Command = Union[
