@@ -9,7 +9,6 @@ from dataclasses import replace
 import imageio.v3 as iio
 import numpy as np
 import pytest
-import torch
 
 from rff_field.bench.image import (
     BenchConfig,
@@ -27,13 +26,7 @@ from rff_field.image.data import UsageError
 from rff_field.image.fit import FitConfig
 from rff_field.inr.config import NetworkConfig
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_parse_variant_forms():

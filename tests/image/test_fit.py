@@ -41,12 +41,7 @@ def small(method: str, **kwargs) -> FitConfig:
     return FitConfig(network=network, **defaults)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("method", IMAGE_METHODS)
