@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Optional, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+from rff_field.core.errors import TrainingDiverged
 
 
 @torch.no_grad()
@@ -40,3 +42,46 @@ def divergence_message(
         what.append(" and ".join(bad) + " are not finite")
     found = "; ".join(what) or "non-finite values"
     return f"training diverged at step {step}: {found}; try {' or '.join(hints)}; {kept}"
+
+
+class LastFiniteState:
+    """Checks a training every few steps, and keeps a copy of the model from the last check that found it finite.
+
+    The training loop records each step's loss on the device (no host synchronisation) and calls :meth:`check`
+    now and then (e.g. with its progress updates): one synchronisation then tells whether any recorded loss or any
+    parameter went non-finite. If so, the model is put back to the copy and :class:`TrainingDiverged` says at
+    which step, what went non-finite and what to try.
+
+    Args:
+        model: The network being trained.
+        groups: Its parameters by name, as the message should count them (e.g. ``{"filter": ..., "INR": ...}``).
+        hints: What to try, each a short clause naming an option and its value.
+    """
+
+    def __init__(self, model: nn.Module, groups: Mapping[str, Sequence[Tensor]], hints: Sequence[str]) -> None:
+        self.model = model
+        self.groups = groups
+        self.hints = hints
+        self.step = 0
+        self.state = {key: value.detach().clone() for key, value in model.state_dict().items()}
+
+    @torch.no_grad()
+    def check(self, step: int, losses: Tensor) -> None:
+        """Raise :class:`TrainingDiverged` (after restoring the model) if a loss or parameter is not finite.
+
+        Args:
+            step: The step count so far (the losses are those of steps ``step - len(losses)`` .. ``step - 1``).
+            losses: The losses recorded since the last check, on the model's device.
+        """
+        finite = torch.isfinite(losses)
+        counts = nonfinite_counts(self.groups)
+        if bool(finite.all()) and not any(counts.values()):
+            self.step = step
+            self.state = {key: value.detach().clone() for key, value in self.model.state_dict().items()}
+            return
+        bad = (~finite).nonzero()
+        first = step - len(losses) + (int(bad[0]) if len(bad) else len(losses) - 1)
+        loss = float(losses[int(bad[0])]) if len(bad) else None
+        self.model.load_state_dict(self.state)
+        kept = f"the model of step {self.step}, the last finite one, was kept"
+        raise TrainingDiverged(divergence_message(first, loss, counts, self.hints, kept))

@@ -1,0 +1,43 @@
+"""The divergence check: what went non-finite, at which step, and the model put back to its last finite state."""
+
+import pytest
+import torch
+from torch import nn
+
+from rff_field.core.divergence import LastFiniteState, divergence_message, nonfinite_counts
+from rff_field.core.errors import TrainingDiverged
+
+
+def test_counts_and_message():
+    counts = nonfinite_counts({"filter": [torch.tensor([1.0, float("nan"), float("inf")])], "INR": [torch.ones(4)]})
+    assert counts == {"filter": 2, "INR": 0}
+    message = divergence_message(7, float("nan"), counts, ["a lower --lr (now 1e+06)"], "kept X")
+    assert message == (
+        "training diverged at step 7: the loss is nan; 2 filter parameters are not finite; try a lower --lr "
+        "(now 1e+06); kept X"
+    )
+
+
+def test_a_finite_check_keeps_the_state_and_a_diverged_one_restores_it():
+    model = nn.Linear(3, 2)
+    guard = LastFiniteState(model, {"INR": list(model.parameters())}, ["a lower --lr"])
+    with torch.no_grad():
+        model.weight.fill_(2.0)
+    guard.check(10, torch.tensor([1.0, 0.5]))  # steps 8 and 9 were finite: the state of step 10 is kept
+    with torch.no_grad():
+        model.weight.fill_(float("nan"))
+    with pytest.raises(TrainingDiverged) as info:
+        guard.check(14, torch.tensor([0.4, float("inf"), float("nan"), 0.3]))  # steps 10..13
+    assert str(info.value).startswith("training diverged at step 11: the loss is inf; 6 INR parameters")
+    assert "the model of step 10, the last finite one, was kept" in str(info.value)
+    assert torch.equal(model.weight, torch.full((2, 3), 2.0))
+
+
+def test_parameters_that_turn_non_finite_after_finite_losses_are_caught():
+    model = nn.Linear(2, 1)
+    guard = LastFiniteState(model, {"filter": [model.weight], "INR": [model.bias]}, ["a lower --lr"])
+    with torch.no_grad():
+        model.bias.fill_(float("nan"))
+    with pytest.raises(TrainingDiverged, match="at step 4: 1 INR parameters are not finite"):
+        guard.check(5, torch.ones(5))
+    assert bool(torch.isfinite(model.bias).all())
