@@ -1,9 +1,10 @@
 """The filter's learning rate, set every step by the paper's line search (Algorithm 1 + Armijo check).
 
 ``filter_step_size`` is the rule itself, a pure function of a few numbers (see docs/method.md for the reading of
-the paper we implement). ``FilterLineSearch`` computes those numbers from the gradients and optimizer state
-and sets the filter group's learning rate from an optimizer step pre-hook, i.e. after backward and before
-any optimizer of the step has changed a parameter or its state.
+the paper we implement); ``filter_step_size_tensor`` computes the same on tensors, so that training never waits
+for the host. ``group_slopes`` computes the rule's inputs from the gradients and optimizer state, and
+``FilterLineSearch`` sets the filter group's learning rate from an optimizer step pre-hook, i.e. after backward
+and before any optimizer of the step has changed a parameter or its state.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 from typing import Callable, Iterable, Literal, Optional, Sequence, Union
 
 import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
@@ -103,34 +105,175 @@ def balanced_step_size(
     return min(max(lr_i * d_i / d_a, lr_min), lr_max)
 
 
-def adam_direction(
-    optimizer: Optimizer, group: dict, param: Tensor, grad: Tensor, state: Optional[dict] = None
-) -> Tensor:
-    """The update Adam/AdamW would apply to ``param`` per unit learning rate, given ``grad``.
+def _float64(*values: Number) -> list[Tensor]:
+    """``values`` as float64 tensors on the device of the first tensor among them; numbers are filled in on that
+    device (``torch.full``: no host-to-device copy)."""
+    device = next((v.device for v in values if isinstance(v, Tensor)), torch.device("cpu"))
+    return [
+        v.to(device=device, dtype=torch.float64)
+        if isinstance(v, Tensor)
+        else torch.full((), float(v), dtype=torch.float64, device=device)
+        for v in values
+    ]
 
-    The moments are advanced by ``grad`` on copies; the optimizer's state is not touched. ``state`` overrides
-    ``optimizer.state[param]`` (used to process a whole parameter group as one flattened tensor).
+
+def filter_step_size_tensor(
+    loss: Number,
+    d_filter: Number,
+    d_inr: Number,
+    lr_inr: Number,
+    lr_min: float = 0.0,
+    lr_max: float = 1e-3,
+    eps: float = 1e-6,
+    c1: float = 1e-3,
+) -> Tensor:
+    """:func:`filter_step_size` on tensors, elementwise, without reading a value on the host.
+
+    The same branches, each evaluated everywhere and picked with ``torch.where``, in float64 with the same
+    operations in the same order, so that it returns exactly what :func:`filter_step_size` returns. Inputs of any
+    broadcastable shape (one rate per model of a batch); the result is a float64 tensor on their device.
+    """
+    check_bounds(lr_min, lr_max)
+    loss_t, d_a, d_i, lr_i = _float64(loss, d_filter, d_inr, lr_inr)
+    k = -d_a + eps
+    b = loss_t + lr_i * d_i
+    ratio = torch.where(k == 0, lr_max, (b / k).abs().clamp(lr_min, lr_max))
+    inr_alone = (k >= 0) & (b <= 0)
+    zero_crossing = ((k >= 0) & (b >= 0)) | ((k <= 0) & (b <= 0))
+    rate = torch.where(~inr_alone & zero_crossing, ratio, lr_min)
+    violated = ((1 - c1) * (rate * d_a + lr_i * d_i) > 0) & (d_a != 0)
+    rate = torch.where(violated, -lr_i * d_i / d_a, rate).clamp(lr_min, lr_max)
+    finite = loss_t.isfinite() & d_a.isfinite() & d_i.isfinite() & lr_i.isfinite()
+    return torch.where(finite, rate, lr_min)
+
+
+def balanced_step_size_tensor(
+    d_filter: Number, d_inr: Number, lr_inr: Number, lr_min: float = 0.0, lr_max: float = 1e-3
+) -> Tensor:
+    """:func:`balanced_step_size` on tensors, elementwise, without reading a value on the host."""
+    check_bounds(lr_min, lr_max)
+    d_a, d_i, lr_i = _float64(d_filter, d_inr, lr_inr)
+    uphill = (d_a >= 0) | (lr_i * d_i >= 0)
+    rate = torch.where(uphill, lr_min, (lr_i * d_i / d_a).clamp(lr_min, lr_max))
+    return torch.where(d_a.isfinite() & d_i.isfinite() & lr_i.isfinite(), rate, lr_min)
+
+
+def _at_least_float32(tensor: Tensor) -> Tensor:
+    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
+
+
+def _adam_products(
+    group: dict, decoupled: bool, params: list[Tensor], grads: list[Tensor], states: list[dict], step
+) -> list[Tensor]:
+    """``g * d`` for every parameter, with ``d`` Adam's (or AdamW's) update per unit learning rate given ``g``.
+
+    The moments are advanced by ``g`` on copies (the optimizer's state is not touched), with the operations of
+    ``torch.optim.Adam``'s reference formula, one ``torch._foreach_*`` call per operation for all the parameters.
+    ``step`` is the step after this one's update: a number shared by every parameter, or a list of their step
+    tensors (capturable or fused Adam keeps them on the device, where reading them would synchronise).
     """
     beta1, beta2 = group["betas"]
-    if group.get("maximize", False):
-        grad = -grad
-    decoupled = isinstance(optimizer, torch.optim.AdamW) or group.get("decoupled_weight_decay", False)
+    maximize = group.get("maximize", False)
     weight_decay = group.get("weight_decay", 0.0)
-    g = grad + weight_decay * param if (weight_decay and not decoupled) else grad
-    state = optimizer.state.get(param, {}) if state is None else state
-    step = float(state["step"]) + 1 if "step" in state else 1.0
-    exp_avg = state["exp_avg"] * beta1 + (1 - beta1) * g if "exp_avg" in state else (1 - beta1) * g
-    exp_avg_sq = state["exp_avg_sq"] * beta2 + (1 - beta2) * g * g if "exp_avg_sq" in state else (1 - beta2) * g * g
-    if group.get("amsgrad", False) and "max_exp_avg_sq" in state:
-        exp_avg_sq = torch.maximum(state["max_exp_avg_sq"], exp_avg_sq)
-    m_hat = exp_avg / (1 - beta1**step)
-    v_hat = exp_avg_sq / (1 - beta2**step)
-    direction = -m_hat / (v_hat.sqrt() + group["eps"])
+    g = torch._foreach_neg(grads) if maximize else grads
+    if weight_decay and not decoupled:
+        g = torch._foreach_add(g, torch._foreach_mul(params, weight_decay))
+    if "exp_avg" in states[0]:
+        m = torch._foreach_mul([_at_least_float32(s["exp_avg"]) for s in states], beta1)
+        torch._foreach_add_(m, torch._foreach_mul(g, 1 - beta1))
+        v = torch._foreach_mul([_at_least_float32(s["exp_avg_sq"]) for s in states], beta2)
+        torch._foreach_add_(v, torch._foreach_mul(torch._foreach_mul(g, 1 - beta2), g))
+        if group.get("amsgrad", False) and "max_exp_avg_sq" in states[0]:
+            torch._foreach_maximum_(v, [_at_least_float32(s["max_exp_avg_sq"]) for s in states])
+    else:
+        m = torch._foreach_mul(g, 1 - beta1)
+        v = torch._foreach_mul(torch._foreach_mul(g, 1 - beta2), g)
+    if isinstance(step, float):
+        torch._foreach_div_(m, 1 - beta1**step)
+        torch._foreach_div_(v, 1 - beta2**step)
+    else:
+        steps = [t.to(torch.float64) + 1 for t in step]  # in float32, 1 - 0.999**t loses digits at small t
+        for beta, moments in ((beta1, m), (beta2, v)):
+            correction = torch._foreach_pow(beta, steps)
+            torch._foreach_neg_(correction)
+            torch._foreach_add_(correction, 1)
+            torch._foreach_div_(moments, correction)
+    torch._foreach_sqrt_(v)
+    torch._foreach_add_(v, group["eps"])
+    direction = torch._foreach_div(m, v)
+    torch._foreach_neg_(direction)
     if weight_decay and decoupled:
-        direction = direction - weight_decay * param
-    if group.get("maximize", False):
-        direction = -direction
-    return direction
+        direction = torch._foreach_sub(direction, torch._foreach_mul(params, weight_decay))
+    if maximize:
+        torch._foreach_neg_(direction)
+    return torch._foreach_mul(grads, direction)
+
+
+@torch.no_grad()
+def group_slopes(
+    groups: Sequence[tuple[Optimizer, dict]],
+    direction: Direction = "adam",
+    inverse_scale: Callable[[Optimizer], Optional[Tensor]] = lambda optimizer: None,
+    only: Optional[set[int]] = None,
+    device: Optional[torch.device] = None,
+) -> Float[Tensor, " G"]:
+    """``g . p`` for every parameter group: the directional derivative of the loss along the group's update per
+    unit learning rate, as float64 on the parameters' device, read by no host.
+
+    No copy of the parameters is made: the work is done by ``torch._foreach_*`` calls over the parameters of all
+    groups that share their optimizer settings and step, and one float64 sum per parameter.
+
+    Args:
+        groups: (optimizer, parameter group) pairs.
+        direction: ``adam``: the optimizer's Adam update with this step's gradient in its moments; ``gradient``:
+            ``-grad``.
+        inverse_scale: The factor that unscales an optimizer's gradients (``GradScaler``), None when they are not
+            scaled.
+        only: Ids of the parameters to include (default: every parameter with a gradient).
+        device: Where the result goes when no parameter has a gradient.
+    """
+    batches: dict[tuple, list] = {}
+    for slot, (optimizer, group) in enumerate(groups):
+        decoupled = isinstance(optimizer, torch.optim.AdamW) or bool(group.get("decoupled_weight_decay"))
+        settings = (decoupled, *(repr(group.get(k)) for k in ("betas", "eps", "weight_decay", "maximize", "amsgrad")))
+        unscale = inverse_scale(optimizer)
+        on_device = bool(group.get("capturable") or group.get("fused"))
+        for p in group["params"]:
+            if p.grad is None or (only is not None and id(p) not in only):
+                continue
+            state = optimizer.state.get(p, {}) if direction == "adam" else {}
+            step = state.get("step")
+            if step is None:
+                step_key: object = 1.0
+            elif on_device and isinstance(step, Tensor):
+                step_key = "device"
+            else:
+                step_key = float(step) + 1  # a CPU tensor or a number: reading it costs no synchronisation
+            key = (settings, step_key, "exp_avg" in state, id(unscale), unscale is None)
+            batch = batches.setdefault(key, [group, unscale, []])
+            batch[2].append((slot, p, state))
+    per_group: list[list[Tensor]] = [[] for _ in groups]
+    for (settings, step_key, _, _, _), (group, unscale, entries) in batches.items():
+        grads = [_at_least_float32(p.grad) for _, p, _ in entries]
+        if unscale is not None:
+            grads = torch._foreach_mul(grads, unscale)
+        if direction == "gradient":
+            products = torch._foreach_neg(torch._foreach_mul(grads, grads))
+        else:
+            params = [_at_least_float32(p.detach()) for _, p, _ in entries]
+            states = [state for _, _, state in entries]
+            step = [state["step"] for state in states] if step_key == "device" else step_key
+            products = _adam_products(group, settings[0], params, grads, states, step)
+        for (slot, _, _), product in zip(entries, products):
+            per_group[slot].append(product.sum(dtype=torch.float64))
+    device = next((sums[0].device for sums in per_group if sums), device)
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    return torch.stack([torch.stack(sums).sum() if sums else zero for sums in per_group])
+
+
+RECORD_FIELDS = ("loss", "d_filter", "lr_d_inr", "lr")
+"""What :class:`FilterLineSearch` records every step: the rule's inputs (``lr_d_inr`` = sum over the INR's groups
+of rate times slope) and the rate it set."""
 
 
 class FilterLineSearch:
@@ -139,8 +282,14 @@ class FilterLineSearch:
     Hooks every given optimizer (``register_step_pre_hook``). At the first hook of a training step, before any
     optimizer has stepped, it reads the step's loss and the gradients (unscaled when a ``GradScaler`` is in use),
     computes the directional derivatives of the loss along the filter's and the INR's update directions and
-    sets the filter group's rate with :func:`filter_step_size`. The INR's term is ``sum_g lr_g * d_g`` over its
-    parameter groups, so several INR groups with their own schedules are handled.
+    sets the filter group's rate with :func:`filter_step_size_tensor`. The INR's term is ``sum_g lr_g * d_g`` over
+    its parameter groups, so several INR groups with their own schedules are handled.
+
+    Nothing is read on the host during training: the rule's inputs and the rate stay tensors on the parameters'
+    device, the filter group's ``lr`` becomes a tensor that the optimizer reads (its value is updated in place,
+    so a scheduler that fills it keeps working), and every step's record is kept on the device until ``history``
+    or ``last`` is read. On a GPU, an Adam filter group is switched to ``capturable`` (its step counts move to the
+    device), the form in which ``torch.optim.Adam`` takes a tensor rate without a synchronisation.
 
     Under ``torch.distributed`` the loss is averaged across processes, so every process sets the same rate
     (gradients are already averaged by DDP).
@@ -184,8 +333,6 @@ class FilterLineSearch:
         self.rule: Rule = rule
         self.lr_min, self.lr_max, self.eps, self.c1 = lr_min, lr_max, eps, c1
         self.grad_scaler = grad_scaler
-        self.history: list[float] = []
-        self.last: dict[str, float] = {}
 
         filter_ids = {id(p) for p in filter_params}
         inr_ids = {id(p) for p in inr_params} - filter_ids
@@ -207,20 +354,53 @@ class FilterLineSearch:
         if not filter_ids or not filter_ids <= found:
             raise UsageError("the filter's parameters are not all held by the given optimizers")
         self._inr_ids = inr_ids
+        self._device = self._filter_groups[0][1]["params"][0].device
+        self._rates = [tensor_learning_rate(opt, group) for opt, group in self._filter_groups]
+        self._records = torch.zeros(64, len(RECORD_FIELDS), dtype=torch.float64, device=self._device)
+        self._steps = 0
+        self._history: list[float] = []
+        self._last: dict[str, float] = {}
         self._step_loss: object = None
         self._stepped: set[int] = set()
         self._handles = [opt.register_step_pre_hook(self._pre_step) for opt in self.optimizers]
 
     def remove(self) -> None:
-        """Detach the hooks; the filter group keeps its last rate."""
+        """Detach the hooks; the filter group keeps its last rate, as a number again."""
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        for (_, group), rate in zip(self._filter_groups, self._rates):
+            if group["lr"] is rate:
+                group["lr"] = float(rate)
+
+    @property
+    def records(self) -> Float[Tensor, "steps 4"]:
+        """Every step's :data:`RECORD_FIELDS`, on the device (reading it does not synchronise)."""
+        return self._records[: self._steps]
+
+    @property
+    def history(self) -> list[float]:
+        """The rate set at every step so far (copied from the device when read)."""
+        self._copy_to_host()
+        return self._history
+
+    @property
+    def last(self) -> dict[str, float]:
+        """The last step's :data:`RECORD_FIELDS` (empty before the first step; copied from the device when read)."""
+        self._copy_to_host()
+        return self._last
 
     @property
     def lr(self) -> Optional[float]:
         """The rate set at the last step (None before the first)."""
-        return self.history[-1] if self.history else None
+        history = self.history
+        return history[-1] if history else None
+
+    def _copy_to_host(self) -> None:
+        if len(self._history) < self._steps:
+            rows = self._records[len(self._history) : self._steps].tolist()
+            self._history += [row[-1] for row in rows]
+            self._last = dict(zip(RECORD_FIELDS, rows[-1]))
 
     def _pre_step(self, optimizer: Optimizer, args: tuple, kwargs: dict) -> None:
         loss = self.loss_fn()
@@ -233,50 +413,17 @@ class FilterLineSearch:
             self._set_rate(loss)
         self._stepped.add(id(optimizer))
 
-    def _grad_unscale(self, optimizer: Optimizer) -> float:
+    def _inverse_scale(self, optimizer: Optimizer) -> Optional[Tensor]:
+        """The factor that unscales ``optimizer``'s gradients, as a tensor on the device (None: not scaled)."""
         scaler = self.grad_scaler
         if scaler is None or not scaler.is_enabled():
-            return 1.0
+            return None
         from torch.amp.grad_scaler import OptState
 
         if scaler._per_optimizer_states[id(optimizer)]["stage"] is OptState.UNSCALED:
-            return 1.0
-        return 1.0 / float(scaler.get_scale())
-
-    @torch.no_grad()
-    def _directional_derivative(self, groups: list[tuple[Optimizer, dict]], only: Optional[set] = None) -> Tensor:
-        """``sum_groups lr_g * (g . p)`` for INR groups (``only`` set), ``g . p`` for the filter's, as a float64
-        tensor on the parameters' device (no host sync here)."""
-        terms = []
-        for opt, group in groups:
-            params = [p for p in group["params"] if p.grad is not None and (only is None or id(p) in only)]
-            if params:
-                weight = float(group["lr"]) if only is not None else 1.0
-                terms.append(self._group_slope(opt, group, params) * weight)
-        return torch.stack(terms).sum() if terms else torch.zeros((), dtype=torch.float64)
-
-    def _group_slope(self, opt: Optimizer, group: dict, params: list[Tensor]) -> Tensor:
-        """``g . p`` over ``params`` of one group, computed on flattened copies: a few kernels per group
-        instead of a dozen per parameter."""
-        unscale = self._grad_unscale(opt)
-        grad = torch.cat([p.grad.reshape(-1).float() for p in params]) * unscale
-        if self.direction == "gradient":
-            return -(grad * grad).sum(dtype=torch.float64)
-        states = [opt.state.get(p, {}) for p in params]
-        keys = {tuple(sorted(k for k in s if k != "step")) for s in states}
-        steps = {float(s["step"]) if "step" in s else 0.0 for s in states}
-        if len(keys) == 1 and len(steps) == 1:
-            flat_state = {k: torch.cat([s[k].reshape(-1).float() for s in states]) for k in next(iter(keys))}
-            if "step" in states[0]:
-                flat_state["step"] = states[0]["step"]
-            param = torch.cat([p.detach().reshape(-1).float() for p in params])
-            return (grad * adam_direction(opt, group, param, grad, flat_state)).sum(dtype=torch.float64)
-        total = torch.zeros((), dtype=torch.float64, device=grad.device)  # parameters at different steps
-        for p in params:
-            g = p.grad.float() * unscale
-            direction = adam_direction(opt, group, p.detach().float(), g, opt.state.get(p, {}))
-            total = total + (g * direction).sum(dtype=torch.float64)
-        return total
+            return None
+        scale = scaler._get_scale_async()  # the scale tensor itself; get_scale() would read it on the host
+        return None if scale is None else scale.double().reciprocal().float()
 
     def _set_rate(self, loss: Union[Tensor, float]) -> None:
         loss_value = torch.as_tensor(loss, dtype=torch.float64).detach()
@@ -286,21 +433,50 @@ class FilterLineSearch:
                 reduced = loss_value.to(_collective_device()).clone()
                 torch.distributed.all_reduce(reduced)
                 loss_value = reduced / world
-        d_filter = self._directional_derivative(self._filter_groups)
-        lr_d_inr = self._directional_derivative(self._inr_groups, only=self._inr_ids)
-        device = d_filter.device
-        # a single device-to-host copy per training step
-        loss_f, d_filter_f, lr_d_inr_f = torch.stack([loss_value.to(device), d_filter, lr_d_inr.to(device)]).tolist()
+        loss_value = loss_value.to(self._device)
+        slopes = dict(direction=self.direction, inverse_scale=self._inverse_scale, device=self._device)
+        d_filter = group_slopes(self._filter_groups, **slopes).sum()
+        inr_slopes = group_slopes(self._inr_groups, only=self._inr_ids, **slopes)
+        lr_d_inr = torch.zeros((), dtype=torch.float64, device=self._device)
+        for slope, (_, group) in zip(inr_slopes.unbind(), self._inr_groups):
+            lr_d_inr = lr_d_inr + slope * group["lr"]
         if self.rule == "balance":
-            rate = balanced_step_size(d_filter_f, lr_d_inr_f, 1.0, lr_min=self.lr_min, lr_max=self.lr_max)
+            rate = balanced_step_size_tensor(d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max)
         else:
-            rate = filter_step_size(
-                loss_f, d_filter_f, lr_d_inr_f, 1.0, lr_min=self.lr_min, lr_max=self.lr_max, eps=self.eps, c1=self.c1
+            rate = filter_step_size_tensor(
+                loss_value, d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max, eps=self.eps, c1=self.c1
             )
-        for _, group in self._filter_groups:
-            group["lr"] = rate
-        self.history.append(rate)
-        self.last = {"loss": loss_f, "d_filter": d_filter_f, "lr_d_inr": lr_d_inr_f, "lr": rate}
+        for (_, group), group_rate in zip(self._filter_groups, self._rates):
+            group_rate.copy_(rate)
+            group["lr"] = group_rate
+        if self._steps == len(self._records):
+            self._records = torch.cat([self._records, torch.zeros_like(self._records)])
+        self._records[self._steps] = torch.stack([loss_value, d_filter, lr_d_inr, rate])
+        self._steps += 1
+
+
+def tensor_learning_rate(optimizer: Optimizer, group: dict) -> Tensor:
+    """Give ``group`` a tensor learning rate on its parameters' device, which the optimizer reads without a host
+    synchronisation, and return it (set its value in place).
+
+    On a GPU an Adam group becomes ``capturable`` (its step counts move to the device): the form in which Adam
+    takes a tensor rate without reading it. On the CPU, Adam's single-tensor path reads it at no cost.
+    """
+    device = group["params"][0].device
+    fused = bool(group.get("fused"))
+    rate = torch.as_tensor(group["lr"], dtype=torch.float32 if fused else torch.float64)  # fused kernels: float32
+    rate = rate.detach().clone().to(device)
+    if isinstance(optimizer, torch.optim.Adam) and not fused:
+        if device.type == "cpu":
+            group["foreach"] = False  # foreach Adam refuses a tensor rate unless capturable, which needs a GPU
+        elif not group.get("capturable"):
+            group["capturable"] = True
+            for p in group["params"]:
+                state = optimizer.state.get(p, {})
+                if isinstance(state.get("step"), Tensor):
+                    state["step"] = state["step"].to(device=device, dtype=torch.float32)
+    group["lr"] = rate
+    return rate
 
 
 def _collective_device() -> torch.device:

@@ -1,0 +1,256 @@
+"""The line search without host synchronisation: the tensor rule is the rule, the hook sets the rates that the
+earlier implementation (flattened copies of every parameter, rule on host floats) set, and it reads no tensor on
+the host."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from rff_field.core.filter import split_filter_parameters
+from rff_field.core.line_search import (
+    FilterLineSearch,
+    balanced_step_size,
+    balanced_step_size_tensor,
+    filter_step_size,
+    filter_step_size_tensor,
+)
+from tests.core.test_line_search_hook import make_problem
+
+NAN, INF = math.nan, math.inf
+
+# (loss, d_filter, d_inr, lr_inr, lr_min, lr_max): every branch of docs/method.md's rule
+BRANCH_CASES = [
+    (0.1, -1.0, -1.0, 0.2, 0.0, 1e-3),  # k >= 0, b <= 0: the INR alone reaches zero
+    (0.1, -1.0, -1.0, 0.2, 1e-5, 1e-3),
+    (1e-3, -2.0, -0.5, 1e-3, 0.0, 1e-3),  # zero crossing inside the bounds
+    (1.0, -1.0, 0.0, 0.0, 0.0, 1e-3),  # clipped at lr_max
+    (1.0, -1.0, 0.0, 0.0, 0.0, 0.5),
+    (1e-6, -1.0, 0.0, 0.0, 1e-4, 1e-3),  # clipped at lr_min
+    (0.1, 0.5, -3.0, 0.1, 0.0, 1.0),  # k <= 0, b <= 0: |b / k|
+    (0.1, 0.5, 0.0, 0.0, 0.0, 1.0),  # k < 0, b > 0: uphill
+    (0.1, 0.5, 0.0, 0.0, 2e-4, 1.0),
+    (0.5, 1e-6, 0.0, 0.0, 0.0, 0.3),  # k == 0, then the Armijo check
+    (0.5, 1e-6, 0.0, 0.0, 1e-5, 0.3),
+    (1.0, -1.0, 0.5, 1.0, 0.0, 10.0),  # Armijo holds
+    (1e-9, 5e-7, -1e-12, 1.0, 0.0, 1.0),  # Armijo violated: moved to the boundary value
+    (1.0, -1.0, 0.5, 1.0, 0.0, 0.1),  # Armijo correction clipped
+    (0.0, 0.0, 0.0, 0.0, 0.0, 1e-3),
+    (NAN, -1.0, -1.0, 1e-3, 0.0, 1e-3),  # non-finite inputs
+    (0.1, INF, -1.0, 1e-3, 1e-6, 1e-3),
+    (0.1, -1.0, -INF, 1e-3, 0.0, 1e-3),
+    (0.1, -1.0, -1.0, NAN, 1e-6, 1e-3),
+    (INF, -INF, INF, INF, 0.0, 1e-3),
+]
+# a grid over signs and magnitudes, so that every branch boundary is met from both sides
+GRID = list(itertools.product([0.0, 1e-9, 1.0], [-2.0, -1e-6, 0.0, 1e-6, 3.0], [-5.0, 0.0, 0.5], [0.0, 1e-3, 1.0]))
+
+
+def test_tensor_rule_is_the_rule_on_every_branch():
+    # Both evaluate the same float64 operations in the same order, so the rates are equal, not just close.
+    for loss, d_a, d_i, lr_i, lr_min, lr_max in BRANCH_CASES:
+        expected = filter_step_size(loss, d_a, d_i, lr_i, lr_min=lr_min, lr_max=lr_max)
+        assert filter_step_size_tensor(loss, d_a, d_i, lr_i, lr_min=lr_min, lr_max=lr_max).item() == expected
+    for lr_min, lr_max in ((0.0, 1e-3), (1e-4, 2.0)):
+        inputs = torch.tensor(GRID, dtype=torch.float64).T
+        rates = filter_step_size_tensor(*inputs, lr_min=lr_min, lr_max=lr_max)  # one rate per row: vectorised
+        assert rates.tolist() == [filter_step_size(*row, lr_min=lr_min, lr_max=lr_max) for row in GRID]
+        # with Armijo's constant and epsilon changed, the correction and k == 0 move
+        rates = filter_step_size_tensor(*inputs, lr_min=lr_min, lr_max=lr_max, eps=1.0, c1=0.5)
+        assert rates.tolist() == [filter_step_size(*r, lr_min=lr_min, lr_max=lr_max, eps=1.0, c1=0.5) for r in GRID]
+
+
+def test_tensor_balance_rule_is_the_balance_rule():
+    rows = [row[1:] for row in GRID] + [(NAN, -1.0, 1e-3), (-0.1, INF, 1e-3), (-0.05, -2e-3, 1e-3)]
+    inputs = torch.tensor(rows, dtype=torch.float64).T
+    for lr_min, lr_max in ((0.0, 1e-3), (1e-6, 1.0)):
+        rates = balanced_step_size_tensor(*inputs, lr_min=lr_min, lr_max=lr_max)
+        assert rates.tolist() == [balanced_step_size(*row, lr_min=lr_min, lr_max=lr_max) for row in rows]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The implementation this one replaced, kept as the reference: flattened copies of each group, Adam's direction
+# recomputed on them, the rule applied to host floats.
+
+
+def reference_adam_direction(optimizer, group, param, grad, state):
+    beta1, beta2 = group["betas"]
+    if group.get("maximize", False):
+        grad = -grad
+    decoupled = isinstance(optimizer, torch.optim.AdamW) or group.get("decoupled_weight_decay", False)
+    weight_decay = group.get("weight_decay", 0.0)
+    g = grad + weight_decay * param if (weight_decay and not decoupled) else grad
+    step = float(state["step"]) + 1 if "step" in state else 1.0
+    exp_avg = state["exp_avg"] * beta1 + (1 - beta1) * g if "exp_avg" in state else (1 - beta1) * g
+    exp_avg_sq = state["exp_avg_sq"] * beta2 + (1 - beta2) * g * g if "exp_avg_sq" in state else (1 - beta2) * g * g
+    if group.get("amsgrad", False) and "max_exp_avg_sq" in state:
+        exp_avg_sq = torch.maximum(state["max_exp_avg_sq"], exp_avg_sq)
+    m_hat = exp_avg / (1 - beta1**step)
+    v_hat = exp_avg_sq / (1 - beta2**step)
+    direction = -m_hat / (v_hat.sqrt() + group["eps"])
+    if weight_decay and decoupled:
+        direction = direction - weight_decay * param
+    if group.get("maximize", False):
+        direction = -direction
+    return direction
+
+
+def reference_group_slope(optimizer, group, direction, unscale=1.0):
+    params = [p for p in group["params"] if p.grad is not None]
+    grad = torch.cat([p.grad.reshape(-1).float() for p in params]) * unscale
+    if direction == "gradient":
+        return float(-(grad * grad).sum(dtype=torch.float64))
+    total = 0.0
+    for p in params:  # per parameter: the reference's path for parameters at different steps, valid for all
+        g = p.grad.float() * unscale
+        d = reference_adam_direction(optimizer, group, p.detach().float(), g, optimizer.state.get(p, {}))
+        total += float((g * d).sum(dtype=torch.float64))
+    return total
+
+
+def reference_record(filter_groups, inr_groups, loss, direction, lr_max, unscale=1.0):
+    """(loss, d_filter, lr_d_inr, rate) as the reference computed them."""
+    d_filter = sum(reference_group_slope(o, g, direction, unscale) for o, g in filter_groups)
+    lr_d_inr = sum(reference_group_slope(o, g, direction, unscale) * g["lr"] for o, g in inr_groups)
+    return [float(loss), d_filter, lr_d_inr, filter_step_size(float(loss), d_filter, lr_d_inr, 1.0, lr_max=lr_max)]
+
+
+def make_optimizers(kind: str, inr, filt):
+    if kind == "two-adams":
+        return [torch.optim.Adam(inr, lr=1e-2), torch.optim.Adam(filt, lr=1e-3)]
+    if kind == "amsgrad-decay":
+        return [torch.optim.Adam([{"params": inr, "lr": 1e-2}, {"params": filt}], amsgrad=True, weight_decay=1e-3)]
+    if kind == "adamw":
+        return [torch.optim.AdamW([{"params": inr, "lr": 1e-2}, {"params": filt}], weight_decay=1e-2)]
+    if kind == "fused":  # step counts kept as tensors: the slopes take the on-device path
+        return [torch.optim.Adam([{"params": inr, "lr": 1e-2}, {"params": filt}], fused=True)]
+    return [torch.optim.SGD([{"params": inr, "lr": 0.05}, {"params": filt, "lr": 0.0}])]
+
+
+@pytest.mark.parametrize("kind", ["two-adams", "amsgrad-decay", "adamw", "fused", "sgd"])
+def test_rates_equal_the_reference_implementation(kind):
+    # The same float32 gradient and direction values are formed; only the order of the float64 sums differs, so
+    # the slopes agree to about 1e-15 relative and rates inside the bounds to far better than 1e-6. The rule's
+    # inputs are compared too, also where the rate sits at a bound.
+    net, x, y = make_problem(5)
+    filt, inr = split_filter_parameters(net)
+    optimizers = make_optimizers(kind, inr, filt)
+    direction = "gradient" if kind == "sgd" else "adam"
+    step = {}
+    lr_max = 0.5 if kind == "sgd" else 1.0  # as in test_line_search_hook: wide, yet SGD stays stable
+    hook = FilterLineSearch(filt, inr, optimizers, lambda: step["loss"], direction=direction, lr_max=lr_max)
+    groups = [(o, g) for o in optimizers for g in o.param_groups]
+    filter_groups = [(o, g) for o, g in groups if g["params"][0] is filt[0]]
+    inr_groups = [(o, g) for o, g in groups if g["params"][0] is not filt[0]]
+    expected = []
+    for i in range(60):
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        if i == 0:
+            filt[0].grad = None  # the first filter layer lags one step behind the others in Adam's step count
+        step["loss"] = loss
+        expected.append(reference_record(filter_groups, inr_groups, loss.detach(), direction, lr_max))
+        for opt in optimizers:
+            opt.step()
+    expected = torch.tensor(expected, dtype=torch.float64)
+    if direction == "adam":  # the gradient rule asks for rates far above any stable lr_max: always at the bound
+        assert ((0.0 < expected[:, 3]) & (expected[:, 3] < lr_max)).any()
+    torch.testing.assert_close(hook.records, expected, rtol=1e-6, atol=0)
+    assert hook.history == hook.records[:, 3].tolist()
+
+
+def test_rates_under_a_grad_scaler_equal_the_reference():
+    net, x, y = make_problem(6)
+    filt, inr = split_filter_parameters(net)
+    opt_inr, opt_filter = torch.optim.Adam(inr, lr=1e-2), torch.optim.Adam(filt, lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    step = {}
+    hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda: step["loss"], lr_max=1.0, grad_scaler=scaler)
+    expected = []
+    for _ in range(20):
+        opt_inr.zero_grad()
+        opt_filter.zero_grad()
+        loss = ((net(x) - y) ** 2).mean()
+        scaler.scale(loss).backward()
+        step["loss"] = loss
+        unscale = 1.0 / scaler.get_scale()
+        expected.append(reference_record([(opt_filter, opt_filter.param_groups[0])],
+                                       [(opt_inr, opt_inr.param_groups[0])], loss.detach(), "adam", 1.0, unscale))  # fmt: skip
+        scaler.step(opt_inr)  # unscales the INR's gradients in place; the filter's are still scaled
+        scaler.step(opt_filter)
+        scaler.update()
+    torch.testing.assert_close(hook.records, torch.tensor(expected, dtype=torch.float64), rtol=1e-6, atol=0)
+
+
+class HostReads(TorchFunctionMode):
+    """Records every read of a tensor's value on the host (each one a synchronisation on a GPU)."""
+
+    READS = (torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__float__, torch.Tensor.__int__,
+             torch.Tensor.__bool__, torch.Tensor.numpy)  # fmt: skip
+
+    def __init__(self, allowed: set[int]) -> None:
+        super().__init__()
+        self.allowed = allowed
+        self.reads: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.READS and id(args[0]) not in self.allowed:
+            self.reads.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("rule", ["paper", "balance"])
+def test_the_hook_reads_no_tensor_on_the_host(rule):
+    net, x, y = make_problem(7)
+    filt, inr = split_filter_parameters(net)
+    opt = torch.optim.Adam([{"params": inr, "lr": 1e-2}, {"params": filt}])
+    step = {}
+    hook = FilterLineSearch(filt, inr, opt, lambda: step["loss"], rule=rule, lr_max=1.0)
+    for i in range(3):
+        opt.zero_grad()
+        step["loss"] = ((net(x) - y) ** 2).mean()
+        step["loss"].backward()
+        if i == 0:
+            opt.step()  # creates Adam's state
+            continue
+        # Adam keeps its step counts on the CPU (also when training on a GPU): reading those costs nothing
+        with HostReads({id(s["step"]) for s in opt.state.values()}) as mode:
+            opt.step()  # the hook, then Adam with the tensor rate
+        assert mode.reads == []
+    assert len(hook.history) == 3 and hook.last["lr"] == hook.history[-1]
+
+
+def test_a_scheduler_on_the_filter_group_neither_breaks_the_history_nor_the_rate_adam_uses():
+    # LambdaLR fills a tensor rate in place after every step; the hook sets it again before the next one. A twin
+    # trained with plain float rates equal to the recorded ones must end bitwise equal: Adam used those rates.
+    nets = [make_problem(8)[0] for _ in range(2)]
+    _, x, y = make_problem(8)
+    optimizers, schedulers = [], []
+    for net in nets:
+        filt, inr = split_filter_parameters(net)
+        opt = torch.optim.Adam([{"params": inr, "lr": 1e-2}, {"params": filt, "lr": 1e-3}])
+        optimizers.append(opt)
+        schedulers.append(torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 0.9**t))
+    step = {}
+    filt, inr = split_filter_parameters(nets[0])
+    hook = FilterLineSearch(filt, inr, optimizers[0], lambda: step["loss"], lr_max=1.0)
+    for i in range(15):
+        for k, (net, opt, scheduler) in enumerate(zip(nets, optimizers, schedulers)):
+            opt.zero_grad()
+            loss = ((net(x) - y) ** 2).mean()
+            loss.backward()
+            step["loss"] = loss
+            if k == 1:
+                opt.param_groups[1]["lr"] = hook.history[i]
+            opt.step()
+            scheduler.step()
+    assert len(set(hook.history)) > 1 and float(optimizers[0].param_groups[1]["lr"]) == 1e-3 * 0.9**15
+    assert [r["lr"] for r in [hook.last]] == [hook.history[-1]]
+    for a, b in zip(nets[0].parameters(), nets[1].parameters()):
+        assert torch.equal(a, b)
