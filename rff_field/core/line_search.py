@@ -209,6 +209,12 @@ def _adam_products(
     return torch._foreach_mul(grads, direction)
 
 
+def cpu_step_count(step: Union[Tensor, float]) -> float:
+    """Adam's step count, which it keeps on the CPU unless ``capturable`` or ``fused``: reading it costs no
+    synchronisation with a GPU (Adam reads it itself every step)."""
+    return float(step)
+
+
 @torch.no_grad()
 def group_slopes(
     groups: Sequence[tuple[Optimizer, dict]],
@@ -248,7 +254,7 @@ def group_slopes(
             elif on_device and isinstance(step, Tensor):
                 step_key = "device"
             else:
-                step_key = float(step) + 1  # a CPU tensor or a number: reading it costs no synchronisation
+                step_key = cpu_step_count(step) + 1
             key = (settings, step_key, "exp_avg" in state, id(unscale), unscale is None)
             batch = batches.setdefault(key, [group, unscale, []])
             batch[2].append((slot, p, state))

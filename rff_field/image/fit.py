@@ -27,8 +27,9 @@ from torch import Tensor, nn
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
+from rff_field.common.precision import PRECISIONS, Precision, autocast, precision_scope
 from rff_field.core.errors import UsageError, check_fields
-from rff_field.core.filter import FilteredEncoding
+from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
 from rff_field.image.metrics import image_metrics, psnr_from_mse
@@ -81,6 +82,9 @@ class FitConfig:
     """Compute the fixed Fourier embedding of the pixel grid once instead of every step (same result, faster)."""
     error_vmax: float = 0.1
     """Absolute error mapped to the top of the colour scale of ``error.png``."""
+    precision: Precision = "fp32"
+    """Arithmetic: ``fp32``; ``tf32``: TensorFloat-32 matrix products on a GPU (no effect on a CPU); ``bf16``: the
+    forward pass under bfloat16 autocast (parameters, optimizer and loss stay float32)."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work (before any data is loaded)."""
@@ -88,6 +92,8 @@ class FitConfig:
         check_fields(self, positive_int=("iters", "batch_size", "log_every"), non_negative_int=("dump_embedding",),
                      positive=("lr", "lr_decay", "error_vmax"), non_negative=("filter_lr",))  # fmt: skip
         self.line_search.check()
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     def inr_lr(self) -> float:
         """The INR's base learning rate (before batch scaling and decay)."""
@@ -138,6 +144,26 @@ class PixelPredictor:
         return self.model.mlp(gamma)
 
 
+def optimizer_groups(
+    model: nn.Module, config: FitConfig, num_pixels: int
+) -> tuple[list[dict], list[Callable[[int], float]], float]:
+    """Adam's parameter groups for ``model`` (``inr`` and, with a filter, ``filter``), the LambdaLR factor of each
+    group, and the INR's rate (scaled by the batch as the WIRE repository does)."""
+    batch_scale = min(1.0, config.batch_size / num_pixels) if config.scale_lr_with_batch else 1.0
+    inr_lr = config.inr_lr() * batch_scale
+    groups = named_param_groups(model, inr_lr, config.filter_lr * batch_scale)
+    decay = lambda step: config.lr_decay ** min(step / config.iters, 1.0)  # noqa: E731
+    constant = lambda step: 1.0  # noqa: E731
+    scheduled = config.filter_schedule and not config.line_search.enabled
+    lambdas = [constant if group["name"] == FILTER_GROUP and not scheduled else decay for group in groups]
+    return groups, lambdas, inr_lr
+
+
+def steps_per_iteration(num_pixels: int, batch_size: int) -> int:
+    """Optimizer steps in one pass over the image."""
+    return -(-num_pixels // batch_size)
+
+
 def fit_image(
     pixels: Float[Tensor, "H W C"],
     config: FitConfig,
@@ -146,6 +172,9 @@ def fit_image(
     notify: Optional[Callable[[str], None]] = None,
 ) -> FitResult:
     """Fit ``config.network`` to an image of values in [0, 1].
+
+    Nothing is read on the host between progress updates (every ``log_every`` iterations): the losses, the
+    filter's rates and the line search's records stay on the device until the end.
 
     Args:
         pixels: The image.
@@ -168,74 +197,98 @@ def fit_image(
     if progressive is not None:
         progressive.configure(config.iters)
 
-    batch_scale = min(1.0, config.batch_size / num_pixels) if config.scale_lr_with_batch else 1.0
-    inr_lr = config.inr_lr() * batch_scale
-    decay = lambda step: config.lr_decay ** min(step / config.iters, 1.0)  # noqa: E731
-    constant = lambda step: 1.0  # noqa: E731
-    scheduled = config.filter_schedule and not config.line_search.enabled
-    optimizer = torch.optim.Adam(named_param_groups(model, inr_lr, config.filter_lr * batch_scale))
+    groups, lambdas, inr_lr = optimizer_groups(model, config, num_pixels)
+    optimizer = torch.optim.Adam(groups)
     filter_group = param_group(optimizer, FILTER_GROUP)
-    lambdas = [decay if group is not filter_group or scheduled else constant for group in optimizer.param_groups]
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)
     step_loss: dict[str, Tensor] = {}
     line_search = attach_line_search(config.line_search, optimizer, loss_fn=lambda: step_loss["loss"])
 
     mse_history = torch.zeros(config.iters, device=device, dtype=torch.float64)
-    filter_lr_history: list[float] = []
-    search_history: dict[str, list[float]] = {"loss": [], "d_filter": [], "lr_d_inr": []}
+    filter_lrs: list[float] = []  # without the line search: numbers set by the schedule, no tensor read
     full_batch = num_pixels <= config.batch_size
     generator = torch.Generator(device=device).manual_seed(config.seed)
+    forward_context = autocast(config.precision, device)
 
     bar, task = _progress_bar(progress, config.iters, name, config.network.method)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
-    with bar if bar is not None else contextlib.nullcontext():
+    with precision_scope(config.precision), bar if bar is not None else contextlib.nullcontext():
         for it in range(config.iters):
-            if full_batch:
-                prediction = forward()
-                loss = torch.mean((prediction - target) ** 2)
+            order = None if full_batch else torch.randperm(num_pixels, device=device, generator=generator)
+            sse = torch.zeros((), device=device, dtype=torch.float64)
+            for begin in range(0, num_pixels, config.batch_size):
+                index = None if order is None else order[begin : begin + config.batch_size]
+                with forward_context:
+                    prediction = forward(index)
+                batch_target = target if index is None else target[index]
+                loss = torch.mean((prediction.float() - batch_target) ** 2)
                 step_loss["loss"] = loss
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                mse_history[it] = loss.detach()
-                if progressive is not None:
-                    progressive.observe_error((prediction.detach() - target).square().mean(-1), coords)
-            else:
-                order = torch.randperm(num_pixels, device=device, generator=generator)
-                sse = torch.zeros((), device=device, dtype=torch.float64)
-                for begin in range(0, num_pixels, config.batch_size):
-                    index = order[begin : begin + config.batch_size]
-                    prediction = forward(index)
-                    loss = torch.mean((prediction - target[index]) ** 2)
-                    step_loss["loss"] = loss
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
+                if full_batch:
+                    sse = loss.detach()
+                else:
                     sse += loss.detach() * index.numel()
-                    if progressive is not None:
-                        error = (prediction.detach() - target[index]).square().mean(-1)
-                        progressive.observe_error(error, coords[index])
-                mse_history[it] = sse / num_pixels
+                if progressive is not None:
+                    error = (prediction.detach().float() - batch_target).square().mean(-1)
+                    progressive.observe_error(error, coords if index is None else coords[index])
+            mse_history[it] = sse if full_batch else sse / num_pixels
             scheduler.step()
             if progressive is not None:
                 progressive.end_iteration(it)
-            if filter_group is not None:
-                filter_lr_history.append(line_search.history[-1] if line_search is not None else filter_group["lr"])
-                if line_search is not None:
-                    for key in search_history:
-                        search_history[key].append(line_search.last[key])
+            if filter_group is not None and line_search is None:
+                filter_lrs.append(filter_group["lr"])
             if bar is not None and ((it + 1) % config.log_every == 0 or it + 1 == config.iters):
                 bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds_per_iter = (time.perf_counter() - start) / config.iters
+    search = None
     if line_search is not None:
         line_search.remove()
+        steps = steps_per_iteration(num_pixels, config.batch_size)
+        search = line_search.records[steps - 1 :: steps]  # the last step of every iteration
+    return finish_fit(model, forward, pixels, config, name, mse_history, seconds_per_iter, inr_lr,
+                      filter_lrs if filter_group is not None else None, search, notify)  # fmt: skip
 
-    with torch.no_grad():
-        reconstruction = forward().reshape(height, width, channels)
+
+def finish_fit(
+    model: nn.Module,
+    forward: PixelPredictor,
+    pixels: Float[Tensor, "H W C"],
+    config: FitConfig,
+    name: str,
+    mse_history: Float[Tensor, " iters"],
+    seconds_per_iter: float,
+    inr_lr: float,
+    filter_lrs: Optional[list[float]],
+    search: Optional[Float[Tensor, "iters 4"]],
+    notify: Callable[[str], None],
+) -> FitResult:
+    """The reconstruction and metrics of a trained model (shared by :func:`fit_image` and the batched fitter).
+
+    Args:
+        model: The trained network.
+        forward: Its forward pass on the pixel grid.
+        pixels: The fitted image.
+        config: The fit's settings.
+        name: The image's name.
+        mse_history: Training MSE of every iteration.
+        seconds_per_iter: Wall time per iteration.
+        inr_lr: The INR's initial rate.
+        filter_lrs: Without the line search, the filter's rate of every iteration (None without a filter).
+        search: With the line search, its record (loss, d_filter, lr_d_inr, rate) at the last step of every
+            iteration.
+        notify: Receives one-line notices.
+    """
+    height, width, channels = pixels.shape
+    num_pixels = height * width
+    target = pixels.reshape(-1, channels).to(forward.coords.device, torch.float32)
+    with torch.no_grad(), autocast(config.precision, forward.coords.device):
+        reconstruction = forward().float().reshape(height, width, channels)
     final_mse = float(torch.mean((reconstruction.reshape(-1, channels) - target) ** 2))
     psnr_history = [float(psnr_from_mse(m)) for m in mse_history.cpu().tolist()]
     quality = image_metrics(reconstruction.cpu(), pixels.float(), with_lpips=config.lpips, notify=notify)
@@ -245,8 +298,12 @@ def fit_image(
     if not best_psnr >= float(psnr_from_mse(final_mse)):  # also when the history holds only NaNs
         best_psnr, best_iter = float(psnr_from_mse(final_mse)), config.iters
 
+    search_rows = search.cpu().tolist() if search is not None else None
+    if search_rows is not None:
+        filter_lrs = [row[3] for row in search_rows]
     num_params = count_parameters(model)
-    num_filter_params = sum(p.numel() for p in filter_group["params"]) if filter_group is not None else 0
+    num_filter_params = sum(p.numel() for p in split_filter_parameters(model)[0])
+    device = forward.coords.device
     metrics = {
         "method": config.network.method,
         "image": name,
@@ -266,18 +323,22 @@ def fit_image(
         "params_per_value": num_params / (num_pixels * channels),
         "embedding_dim": _embedding_dim(model),
         "inr_lr": inr_lr,
-        "line_search": line_search is not None,
+        "line_search": search is not None,
         "device": str(device),
         "machine": machine_description(device),
         "seed": config.seed,
         "config": asdict(config),
         "psnr_history": psnr_history,
-        "filter_lr_history": filter_lr_history if filter_group is not None else None,
-        "line_search_history": search_history if line_search is not None else None,
+        "filter_lr_history": filter_lrs,
+        "line_search_history": {
+            key: [row[i] for row in search_rows] for i, key in enumerate(("loss", "d_filter", "lr_d_inr"))
+        }
+        if search_rows is not None
+        else None,
     }
-    if progressive is not None:
-        metrics.update(progressive.summary())
-    embedding = _embedding_channels(model, coords, height, width, config.dump_embedding, notify)
+    if hasattr(model, "summary"):  # SAPE's progression
+        metrics.update(model.summary())
+    embedding = _embedding_channels(model, forward.coords, height, width, config.dump_embedding, notify)
     return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding)
 
 

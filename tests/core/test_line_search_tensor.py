@@ -9,7 +9,6 @@ import math
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from rff_field.core.filter import split_filter_parameters
 from rff_field.core.line_search import (
@@ -20,6 +19,7 @@ from rff_field.core.line_search import (
     filter_step_size_tensor,
 )
 from tests.core.test_line_search_hook import make_problem
+from tests.host_reads import HostReads
 
 NAN, INF = math.nan, math.inf
 
@@ -180,29 +180,12 @@ def test_rates_under_a_grad_scaler_equal_the_reference():
         scaler.scale(loss).backward()
         step["loss"] = loss
         unscale = 1.0 / scaler.get_scale()
-        expected.append(reference_record([(opt_filter, opt_filter.param_groups[0])],
-                                       [(opt_inr, opt_inr.param_groups[0])], loss.detach(), "adam", 1.0, unscale))  # fmt: skip
+        groups = [(opt_filter, opt_filter.param_groups[0])], [(opt_inr, opt_inr.param_groups[0])]
+        expected.append(reference_record(*groups, loss.detach(), "adam", 1.0, unscale))
         scaler.step(opt_inr)  # unscales the INR's gradients in place; the filter's are still scaled
         scaler.step(opt_filter)
         scaler.update()
     torch.testing.assert_close(hook.records, torch.tensor(expected, dtype=torch.float64), rtol=1e-6, atol=0)
-
-
-class HostReads(TorchFunctionMode):
-    """Records every read of a tensor's value on the host (each one a synchronisation on a GPU)."""
-
-    READS = (torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__float__, torch.Tensor.__int__,
-             torch.Tensor.__bool__, torch.Tensor.numpy)  # fmt: skip
-
-    def __init__(self, allowed: set[int]) -> None:
-        super().__init__()
-        self.allowed = allowed
-        self.reads: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in self.READS and id(args[0]) not in self.allowed:
-            self.reads.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("rule", ["paper", "balance"])
@@ -220,7 +203,7 @@ def test_the_hook_reads_no_tensor_on_the_host(rule):
             opt.step()  # creates Adam's state
             continue
         # Adam keeps its step counts on the CPU (also when training on a GPU): reading those costs nothing
-        with HostReads({id(s["step"]) for s in opt.state.values()}) as mode:
+        with HostReads(frozenset(id(s["step"]) for s in opt.state.values())) as mode:
             opt.step()  # the hook, then Adam with the tensor rate
         assert mode.reads == []
     assert len(hook.history) == 3 and hook.last["lr"] == hook.history[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
@@ -216,3 +217,35 @@ def test_cli_invalid_network_setting_is_one_line(monkeypatch, capsys, tmp_path):
                    "--method", "mlp-pe", "--pe", "wire", "--no-progress")  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "too small" in err
+
+
+@pytest.mark.parametrize("batch_size", [65536, 300])
+def test_fit_reads_nothing_on_the_host_per_iteration(batch_size):
+    # Reads made by rff_field's code (torch's own, such as Adam's CPU step counters, are left out) must not grow
+    # with the iterations: setup and the final metrics read, the training loop does not.
+    import rff_field
+    from tests.host_reads import HostReads
+
+    counts = []
+    for iters in (3, 9):
+        config = small("filtered-pe", iters=iters, batch_size=batch_size, log_every=100)
+        with HostReads(package=Path(rff_field.__file__).parent) as mode:
+            fit_image(smooth_image(16), config, progress=False)
+        counts.append(len(mode.reads))
+    assert counts[0] == counts[1], mode.reads
+
+
+def test_bf16_autocast_trains_and_stays_finite():
+    result = fit_image(smooth_image(16), small("filtered-pe", iters=20, precision="bf16"), progress=False)
+    metrics = result.metrics
+    assert all(math.isfinite(p) for p in metrics["psnr_history"]) and math.isfinite(metrics["psnr"])
+    assert metrics["psnr"] > metrics["psnr_history"][0] and metrics["config"]["precision"] == "bf16"
+    assert result.reconstruction.dtype == torch.float32
+
+
+def test_tf32_restores_the_switches_and_bad_precision_is_refused():
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    fit_image(smooth_image(8), small("mlp-pe", iters=2, precision="tf32"), progress=False)
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+    with pytest.raises(UsageError, match="precision"):
+        fit_image(smooth_image(8), small("mlp-pe", iters=2, precision="fp16"), progress=False)

@@ -1,0 +1,36 @@
+"""Arithmetic precision of a fit: float32, TensorFloat-32 matrix products (GPU), or bfloat16 autocast.
+
+The parameters, the optimizer and the loss stay float32 in every setting: ``bf16`` runs the network's forward pass
+under ``torch.autocast`` (its backward follows it), ``tf32`` lets CUDA's float32 matrix products and convolutions
+use TensorFloat-32 for the duration of the fit only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Literal
+
+import torch
+
+Precision = Literal["fp32", "tf32", "bf16"]
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
+
+
+@contextlib.contextmanager
+def precision_scope(precision: Precision) -> Iterator[None]:
+    """Set CUDA's TensorFloat-32 switches for ``tf32`` (off for the others) and restore them afterwards."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32 or saved[1]
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def autocast(precision: Precision, device: torch.device) -> contextlib.AbstractContextManager:
+    """The context of a forward pass: bfloat16 autocast for ``bf16``, nothing otherwise."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
