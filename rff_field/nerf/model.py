@@ -263,7 +263,8 @@ class RFFNeRFModel(Model):
     def get_training_callbacks(
         self, training_callback_attributes: TrainingCallbackAttributes
     ) -> List[TrainingCallback]:
-        """Stop on divergence; attach the line search to the trainer's optimizers and log the filter's rate."""
+        """Stop on divergence; attach the line search to the trainer's optimizers and log the filter's rate every
+        ``--logging.steps-per-log`` steps."""
         stop_on_divergence = divergence_callback(self, training_callback_attributes)
         if not self.has_filter:
             return [stop_on_divergence]
@@ -288,16 +289,23 @@ class RFFNeRFModel(Model):
         )
 
         def log_filter_lr(step: int) -> None:
-            lr = float(filter_optimizer.param_groups[0]["lr"])
+            # one copy from the device per logged step; the line search itself never waits for the host
+            last = self.line_search.last if self.line_search is not None else {}
+            lr = last["lr"] if last else float(filter_optimizer.param_groups[0]["lr"])
             writer.put_scalar(name=FILTER_LR_TAG, scalar=lr, step=step)
-            if self.line_search is not None and self.line_search.last:
-                last = self.line_search.last
+            if last:
                 writer.put_scalar(name="filter_line_search/d_filter", scalar=last["d_filter"], step=step)
                 writer.put_scalar(name="filter_line_search/lr_d_inr", scalar=last["lr_d_inr"], step=step)
             if self.viewer_filter_lr is not None:
                 self.viewer_filter_lr.value = lr
 
-        log = TrainingCallback(where_to_run=[TrainingCallbackLocation.AFTER_TRAIN_ITERATION], func=log_filter_lr)
+        trainer = training_callback_attributes.trainer
+        every = trainer.config.logging.steps_per_log if trainer is not None else 1
+        if every <= 0:  # nerfstudio logs nothing then either
+            return [stop_on_divergence]
+        # at the steps where nerfstudio logs its own scalars (the training loss)
+        after_step = [TrainingCallbackLocation.AFTER_TRAIN_ITERATION]
+        log = TrainingCallback(where_to_run=after_step, func=log_filter_lr, update_every_num_iters=every)
         return [stop_on_divergence, log]
 
     def _lpips_metric(self) -> Optional[nn.Module]:

@@ -177,11 +177,13 @@ class SDFTrainConfig:
     """Seed of the initialisation and of the sampling."""
     device: str = "cpu"
     """Torch device, e.g. cpu or cuda."""
+    log_every: int = 50
+    """Steps between progress updates and checks for a non-finite loss (each reads the losses on the host)."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work (before any sampling)."""
-        check_fields(self, positive_int=("iters",), positive=("coarse_scale", "fine_scale", "lr", "lr_final",
-                     "filter_lr"), non_negative=("coarse_weight", "grad_clip"))  # fmt: skip
+        check_fields(self, positive_int=("iters", "log_every"), non_negative=("coarse_weight", "grad_clip"),
+                     positive=("coarse_scale", "fine_scale", "lr", "lr_final", "filter_lr"))  # fmt: skip
         if self.points_per_step < 2:
             raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")
         self.line_search.check()
@@ -227,12 +229,15 @@ def train_sdf(
 ) -> TrainResult:
     """Fit ``network`` to the SDF that ``sampler`` draws from.
 
+    The losses and the line search's rates stay on the device; they are read every ``config.log_every`` steps,
+    where a non-finite loss stops training (the result then ends before the first non-finite step).
+
     Args:
         network: From :func:`build_sdf_network`.
         sampler: Fresh samples (:class:`MeshSDF`) or a precomputed :class:`SamplePool`.
         method: The method's name (for its default learning rate).
         config: Optimisation settings.
-        on_step: Called after every step with (step, loss, filter rate).
+        on_step: Called every ``config.log_every`` steps and after the last with (step, loss, filter rate).
     """
     device = torch.device(config.device)
     network.to(device).train()
@@ -246,6 +251,8 @@ def train_sdf(
     state: dict[str, Tensor] = {}
     search = attach_line_search(config.line_search, optimizer, lambda: state.get("loss"))
     params = [p for p in network.parameters() if p.requires_grad]
+    losses = torch.zeros(config.iters, dtype=torch.float64, device=device)
+    scheduled_rates: list[float] = []  # without the line search the rates are numbers: no tensor read
     result = TrainResult()
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -255,30 +262,36 @@ def train_sdf(
             batch = sampler.sample(config.points_per_step).to(device)
             result.sampling_seconds += time.perf_counter() - t0
             loss = sdf_loss(network_outputs(network, batch.points), batch.sdf, batch.num_coarse, config.coarse_weight)
-            loss_value = float(loss.detach())
-            if not math.isfinite(loss_value):
-                result.diverged_at = step
-                break
+            losses[step] = loss.detach()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
             state["loss"] = loss.detach()
             optimizer.step()
-            rate = float(filter_group["lr"]) if filter_group is not None else None
+            if filter_group is not None and search is None:
+                scheduled_rates.append(float(filter_group["lr"]))
             scheduler.step()
-            result.loss.append(loss_value)
-            if rate is not None:
-                result.filter_lr.append(rate)
-            result.iters = step + 1
-            if on_step is not None:
-                on_step(step, loss_value, rate)
+            if (step + 1) % config.log_every == 0 or step + 1 == config.iters:
+                checked = len(result.loss)
+                result.loss += losses[checked : step + 1].tolist()
+                finite = [math.isfinite(value) for value in result.loss[checked:]]
+                if not all(finite):
+                    result.diverged_at = checked + finite.index(False)
+                    break
+                if on_step is not None:
+                    rate = (search.history if search is not None else scheduled_rates or [None])[-1]
+                    on_step(step, result.loss[-1], rate)
     finally:
         if search is not None:
             search.remove()
     sync()
     result.seconds = time.perf_counter() - start
     result.cpu_seconds = time.process_time() - cpu_start
+    result.iters = result.diverged_at if result.diverged_at is not None else len(result.loss)
+    del result.loss[result.iters :]
+    if filter_group is not None:
+        result.filter_lr = (search.history if search is not None else scheduled_rates)[: result.iters]
     return result
 
 

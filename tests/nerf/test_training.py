@@ -28,6 +28,7 @@ from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
 from rff_field.nerf.training import lite_config, train_in_process
 
 STEPS = 30
+LOG_EVERY = 4  # --logging.steps-per-log: the filter's rate is logged with nerfstudio's own scalars
 LR_MAX = 10.0  # wide bounds: the rule's value (often above 1 here) is then not just its upper bound
 BIN = Path(sys.executable).parent
 
@@ -50,6 +51,7 @@ def tiny_config(data: Path, output_dir: Path, steps: int = STEPS) -> TrainerConf
     model.compute_lpips = False
     model.line_search.lr_max = LR_MAX
     config.steps_per_eval_batch = 10
+    config.logging.steps_per_log = LOG_EVERY
     config.steps_per_eval_image = 10**9
     config.steps_per_eval_all_images = 10**9
     return config
@@ -158,14 +160,17 @@ def test_line_search_set_filter_lr_every_step_to_the_rule(trained):
     np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
 
 
-def test_filter_lr_logged_every_step(trained):
+def test_filter_lr_logged_with_nerfstudios_scalars(trained):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(trained["config_path"].parent))
     acc.Reload()
+    logged = list(range(0, STEPS, LOG_EVERY))
+    assert [e.step for e in acc.Scalars("Train Loss")] == logged
     events = acc.Scalars(FILTER_LR_TAG)
-    assert [e.step for e in events] == list(range(STEPS))
-    np.testing.assert_allclose([e.value for e in events], trained["model"].line_search.history, rtol=1e-6)
+    assert [e.step for e in events] == logged
+    history = trained["model"].line_search.history
+    np.testing.assert_allclose([e.value for e in events], [history[step] for step in logged], rtol=1e-6)
 
 
 def test_config_round_trips_and_loads_with_eval_setup(trained):

@@ -62,10 +62,13 @@ def test_learning_rate_decays_log_linearly_to_lr_final(pool_arrays):
     train = SDFTrainConfig(
         iters=20, points_per_step=200, lr=1e-2, lr_final=1e-4, line_search=LineSearchConfig(enabled=False)
     )
-    rates = []
-    train_sdf(net, SamplePool(pool_arrays), "filtered-pe", train, on_step=lambda s, loss, r: rates.append(r))
+    seen = []
+    rates = train_sdf(
+        net, SamplePool(pool_arrays), "filtered-pe", train, on_step=lambda *args: seen.append(args)
+    ).filter_lr
     expected = [1e-2 * (1e-2) ** (t / 20) for t in range(20)]  # the filter follows the schedule without LS
     np.testing.assert_allclose(rates, expected, rtol=1e-6)
+    assert [(step, rate) for step, _, rate in seen] == [(19, rates[-1])]  # progress: every 50 steps and the last
 
 
 def test_line_search_sets_the_filter_rate_within_bounds(pool_arrays):
@@ -103,7 +106,25 @@ def test_non_finite_loss_stops_training(pool_arrays):
             return x[..., :1] * self.w * math.nan
 
     result = train_sdf(Broken(), SamplePool(pool_arrays), "mlp-pe", SDFTrainConfig(iters=5, points_per_step=10))
-    assert result.diverged_at == 0 and result.iters == 0
+    assert result.diverged_at == 0 and result.iters == 0 and result.loss == []
+
+
+def test_training_stops_at_the_first_check_after_the_loss_turns_non_finite(pool_arrays):
+    class BreaksAtStep3(nn.Module):  # losses are read every log_every = 4 steps: step 3 is seen at the first read
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(1))
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x[..., :1] * self.w * (math.nan if self.calls > 3 else 1.0)
+
+    net = BreaksAtStep3()
+    config = SDFTrainConfig(iters=20, points_per_step=10, log_every=4, line_search=LineSearchConfig(enabled=False))
+    result = train_sdf(net, SamplePool(pool_arrays), "mlp-pe", config)
+    assert (result.diverged_at, result.iters, len(result.loss), net.calls) == (3, 3, 3, 4)
+    assert all(math.isfinite(v) for v in result.loss)
 
 
 class SphereSDF(nn.Module):
