@@ -34,3 +34,8 @@ def autocast(precision: Precision, device: torch.device) -> contextlib.AbstractC
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def at_least_float32(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` in float32 when its precision is lower (a bfloat16 output), else unchanged (float64 stays)."""
+    return tensor.to(torch.promote_types(tensor.dtype, torch.float32))

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
-from rff_field.common.precision import PRECISIONS, Precision, autocast, precision_scope
+from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
@@ -223,7 +223,7 @@ def fit_image(
                 with forward_context:
                     prediction = forward(index)
                 batch_target = target if index is None else target[index]
-                loss = torch.mean((prediction.float() - batch_target) ** 2)
+                loss = torch.mean((at_least_float32(prediction) - batch_target) ** 2)
                 step_loss["loss"] = loss
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -233,7 +233,7 @@ def fit_image(
                 else:
                     sse += loss.detach() * index.numel()
                 if progressive is not None:
-                    error = (prediction.detach().float() - batch_target).square().mean(-1)
+                    error = (at_least_float32(prediction.detach()) - batch_target).square().mean(-1)
                     progressive.observe_error(error, coords if index is None else coords[index])
             mse_history[it] = sse if full_batch else sse / num_pixels
             scheduler.step()
@@ -288,7 +288,7 @@ def finish_fit(
     num_pixels = height * width
     target = pixels.reshape(-1, channels).to(forward.coords.device, torch.float32)
     with torch.no_grad(), autocast(config.precision, forward.coords.device):
-        reconstruction = forward().float().reshape(height, width, channels)
+        reconstruction = at_least_float32(forward()).reshape(height, width, channels)
     final_mse = float(torch.mean((reconstruction.reshape(-1, channels) - target) ** 2))
     psnr_history = [float(psnr_from_mse(m)) for m in mse_history.cpu().tolist()]
     quality = image_metrics(reconstruction.cpu(), pixels.float(), with_lpips=config.lpips, notify=notify)
