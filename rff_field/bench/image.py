@@ -22,22 +22,24 @@ import json
 import math
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Callable, Literal, Optional
 
 import numpy as np
 
-from rff_field.bench.jobs import Job, JobOptions, print_jobs, run_jobs, selected
+from rff_field.bench.jobs import Job, JobOptions, print_jobs, run_batches, run_jobs, selected
 from rff_field.bench.variants import Variant, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
+from rff_field.image.batched import ImageJob, batch_key, fit_images
 from rff_field.image.data import UsageError, downsample, load_image
-from rff_field.image.fit import IMAGE_METHODS, FitConfig, run_fit
+from rff_field.image.fit import IMAGE_METHODS, FitConfig, prepare_image, run_fit, write_fit_outputs
 from rff_field.image.plots import history_series
-from rff_field.inr.config import NetworkConfig, build_network, count_parameters
+from rff_field.inr.config import METHODS, NetworkConfig, build_network, count_parameters
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 
@@ -163,8 +165,13 @@ class BenchConfig:
     """Run nothing; rebuild results.json, results.md and the figures from the finished jobs."""
     jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
     """Which jobs to run, and how."""
+    engine: Literal["batched", "sequential"] = "batched"
+    """``batched``: fit jobs that share a network shape, image size and settings together, as one batched
+    computation (``rff_field.image.batched``; same results as one by one); ``sequential``: one job at a time."""
+    batch_models: int = 8
+    """With ``--engine batched``: the most jobs fitted together."""
     progress: bool = True
-    """Show a progress bar per job."""
+    """Show a progress bar per job (per batch with ``--engine batched``)."""
 
 
 GROUP_FOLDERS = {"main": "runs", "sweep": "sweep", "long": "long"}
@@ -343,6 +350,40 @@ def run_job(config: BenchConfig, job: Job, notify: Optional[Callable[[str], None
                    progress=config.progress, notify=notify, extra_metrics=extra)  # fmt: skip
 
 
+def job_batch_key(config: BenchConfig, job: Job) -> str:
+    """Jobs with equal keys can be fitted together (:func:`rff_field.image.batched.batch_key`); a job whose method
+    cannot be batched gets a key of its own."""
+    pixels = downsample(load_image(job.source).pixels, config.downsample)
+    fit = job_config(config, job, pixels.shape[-1], max(pixels.shape[:2]))
+    return batch_key(fit, pixels.shape) if fit.network.method in METHODS else f"job {job.index}"
+
+
+def run_batch(
+    config: BenchConfig, jobs: list[Job], stop_at: Optional[float], notify: Optional[Callable[[str], None]] = None
+) -> bool:
+    """Fit ``jobs`` together and write their folders; False (nothing written) when ``stop_at`` passed first."""
+    if stop_at is not None and time.monotonic() > stop_at:
+        return False
+    if len(jobs) == 1:
+        run_job(config, jobs[0], notify)
+        return True
+    fitted, loaded = [], []
+    for job in jobs:
+        image = prepare_image(job.source, config.downsample)
+        fit = job_config(config, job, image.pixels.shape[-1], max(image.pixels.shape[:2]))
+        fitted.append(ImageJob(image.pixels, fit, image.name))
+        loaded.append(image)
+    results = fit_images(fitted, progress=config.progress, notify=notify, stop_at=stop_at)
+    if results is None:
+        return False
+    for job, image, result in zip(jobs, loaded, results):
+        result.metrics.update(source=image.source, downsample=config.downsample, label=job.variant.label,
+                              variant=job.variant.spec, group=job.group)  # fmt: skip
+        write_fit_outputs(result, config.out / job.folder, error_vmax=result.metrics["config"]["error_vmax"],
+                          overwrite=True)  # fmt: skip
+    return True
+
+
 def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:
     """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
     jobs = build_jobs(config)
@@ -356,7 +397,11 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     todo = selected(jobs, config.jobs)
     check_images(todo, config.downsample)
     _check_out(config)
-    report = run_jobs(todo, config.out, partial(run_job, config, notify=notify), config.jobs, total=len(jobs))
+    if config.engine == "batched":
+        run, key = partial(run_batch, config, notify=notify), partial(job_batch_key, config)
+        report = run_batches(todo, config.out, run, key, config.batch_models, config.jobs, total=len(jobs))
+    else:
+        report = run_jobs(todo, config.out, partial(run_job, config, notify=notify), config.jobs, total=len(jobs))
     if report.budget_reached:
         print(f"time budget of {config.jobs.budget_s:g} s reached; rerun the same command to go on")
     if config.jobs.job is not None:

@@ -12,7 +12,7 @@ import multiprocessing
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Hashable, Optional, Sequence
 
 from rff_field.bench.variants import Variant
 from rff_field.common.outputs import write_json
@@ -184,4 +184,67 @@ def run_jobs(
                 except Exception as error:  # keep the other jobs going
                     report.failed.append((job, f"{type(error).__name__}: {error}"))
                     print(f"job {job.index}/{total}: {job.folder} failed: {error}", flush=True)
+    return report
+
+
+def run_batches(
+    jobs: Sequence[Job],
+    out: Path,
+    run_batch: Callable[[list[Job], Optional[float]], bool],
+    key: Callable[[Job], Hashable],
+    max_size: int,
+    options: JobOptions,
+    total: Optional[int] = None,
+) -> RunReport:
+    """:func:`run_jobs` for an engine that runs several jobs at once.
+
+    The pending jobs are grouped by ``key`` (jobs with equal keys can share a batch), in order of first appearance,
+    into batches of at most ``max_size``. ``run_batch(batch, stop_at)`` runs one batch and writes each job's folder;
+    ``stop_at`` is the ``time.monotonic()`` value of the end of the budget (None without one), past which it stops
+    and returns False, leaving its jobs pending. No batch starts after the budget. With ``options.workers > 1``
+    the batches run in that many spawned processes (``run_batch`` must then be picklable).
+    """
+    report = RunReport()
+    pending: dict[Hashable, list[Job]] = {}
+    for job in jobs:
+        if is_finished(out, job) and not options.overwrite:
+            report.skipped.append(job)
+        else:
+            pending.setdefault(key(job), []).append(job)
+    batches = [group[i : i + max_size] for group in pending.values() for i in range(0, len(group), max_size)]
+    total = total if total is not None else len(jobs)
+    start = time.monotonic()
+    stop_at = start + options.budget_s if options.budget_s is not None else None
+
+    def describe(batch: list[Job]) -> str:
+        return f"jobs {', '.join(str(job.index) for job in batch)}/{total} together: {batch[0].folder.parent.name} ..."
+
+    def finished(batch: list[Job], done: bool) -> None:
+        if done:
+            report.finished += batch
+        else:
+            report.budget_reached = True
+
+    if options.workers == 1:
+        for batch in batches:
+            if stop_at is not None and time.monotonic() > stop_at:
+                report.budget_reached = True
+                break
+            print(describe(batch), flush=True)
+            finished(batch, run_batch(batch, stop_at))
+        return report
+
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
+        futures = {}
+        for batch in batches:
+            print(describe(batch), flush=True)
+            futures[pool.submit(run_batch, batch, stop_at)] = batch
+        for future in concurrent.futures.as_completed(futures):
+            batch = futures[future]
+            try:
+                finished(batch, future.result())
+            except Exception as error:  # keep the other batches going
+                report.failed += [(job, f"{type(error).__name__}: {error}") for job in batch]
+                print(f"{describe(batch)} failed: {error}", flush=True)
     return report

@@ -1,7 +1,8 @@
 """Speed measured side by side: settings take turns in one process, so they all see the same machine load.
 
 ``ImageTiming``: seconds per iteration of image-fitting variants. ``FilterTiming``: the bias-free filter alone at
-its own width and zero-padded to a multiple of 8. Both write JSON and a Markdown table.
+its own width and zero-padded to a multiple of 8. ``BatchTiming``: K fits one after another against the batched
+fitter. Each writes JSON and a Markdown table.
 """
 
 from __future__ import annotations
@@ -168,5 +169,88 @@ class FilterTiming:
             lines.append(f"| {r['dim']} | {r['padded_dim']} | {r['own_width_ms']:.2f} | {r['padded_ms']:.2f} | "
                          f"{r['speedup']:.2f}x |")  # fmt: skip
         (self.dest / "padding.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return result
+
+
+@dataclass
+class BatchTiming:
+    """Throughput of K fits run one after another (``fit_image``) and together (the batched fitter), side by side:
+    every round times both engines on the same K jobs; the median over rounds is reported."""
+
+    images: Path
+    """Folder of images."""
+    dest: Path
+    """Folder for batched.json and batched.md."""
+    names: tuple[str, ...] = ("kodim01", "kodim02", "kodim03", "kodim05", "kodim06", "kodim07", "kodim08", "kodim11")
+    """The K images (file stems), one job each; images of different sizes are fitted in separate batches."""
+    variants: tuple[str, ...] = ("mlp-pe", "filtered-pe")
+    """Variants ``[LABEL:]METHOD[,key=value...]``; each is timed on the K images."""
+    downsample: int = 4
+    """Area-downsampling factor of the images."""
+    hidden_features: int = 64
+    """Width of the networks."""
+    block: int = 30
+    """Iterations per job and round."""
+    rounds: int = 3
+    """Counted rounds (one more warms up first)."""
+    device: Literal["auto", "cpu", "cuda"] = "cpu"
+    """Where to fit."""
+    threads: int = 1
+    """Torch threads (CPU)."""
+
+    def main(self) -> dict:
+        """Measure and write the table; returns the result."""
+        from rff_field.image.batched import ImageJob, batch_key, fit_images
+        from rff_field.image.fit import fit_image
+
+        torch.set_num_threads(self.threads)
+        fit = FitConfig(iters=self.block, network=NetworkConfig(hidden_features=self.hidden_features), lpips=False,
+                        device=self.device, log_every=self.block)  # fmt: skip
+        bench = BenchConfig(images=self.images, names=self.names, variants=self.variants, fit=fit,
+                            downsample=self.downsample, sweep_names=(), long_names=(), progress=False)  # fmt: skip
+        batches: dict[str, list[ImageJob]] = {}
+        for job in build_jobs(bench):
+            pixels = downsample(load_image(job.source).pixels, self.downsample)
+            config = job_config(bench, job, pixels.shape[-1], max(pixels.shape[:2]))
+            batches.setdefault(job.variant.label, []).append(ImageJob(pixels, config, job.subject))
+        times: dict[str, dict[str, list[float]]] = {label: {"sequential": [], "batched": []} for label in batches}
+        for round_index in range(self.rounds + 1):  # round 0 warms up and is not counted
+            for label, jobs in batches.items():
+                sequential = sum(fit_image(*job, progress=False).metrics["seconds_per_iter"] for job in jobs)
+                together: dict[str, list[ImageJob]] = {}
+                for job in jobs:
+                    together.setdefault(batch_key(job.config, job.pixels.shape), []).append(job)
+                batched = sum(fit_images(group)[0].metrics["batch_seconds_per_iter"] for group in together.values())
+                if round_index > 0:
+                    times[label]["sequential"].append(sequential)
+                    times[label]["batched"].append(batched)
+            print(f"round {round_index} done", flush=True)
+        count = len(self.names)
+        rows = []
+        for label, engines in times.items():
+            sequential, batched = (statistics.median(engines[e]) for e in ("sequential", "batched"))
+            rows.append({"label": label, "jobs": count, "sequential_s_per_iter": sequential,
+                         "batched_s_per_iter": batched, "sequential_model_iters_per_s": count / sequential,
+                         "batched_model_iters_per_s": count / batched, "speedup": sequential / batched})  # fmt: skip
+        height, width = batches[next(iter(batches))][0].pixels.shape[:2]
+        machine = machine_description(resolve_device(self.device))
+        result = {"images": list(self.names), "downsample": self.downsample, "height": height, "width": width,
+                  "hidden_features": self.hidden_features, "block": self.block, "rounds": self.rounds,
+                  "machine": machine, "rows": rows}  # fmt: skip
+        self.dest.mkdir(parents=True, exist_ok=True)
+        (self.dest / "batched.json").write_text(json.dumps(result, indent=1) + "\n")
+        lines = [f"# {count} fits one after another and batched ({width}x{height}, width {self.hidden_features})", "",
+                 f"Machine: {machine}. Each round fits the {count} images ({', '.join(self.names)}) for {self.block} "
+                 f"iterations with `fit_image`, one after another, then together with the batched fitter; median of "
+                 f"{self.rounds} rounds (after one warm-up round). s/it: wall time of one iteration of all {count} "
+                 "models (training loop only); model-it/s: model iterations per second.", "",
+                 "| variant | sequential s/it | batched s/it | sequential model-it/s | batched model-it/s | "
+                 "batched / sequential throughput |", "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for r in rows:
+            lines.append(f"| {r['label']} | {r['sequential_s_per_iter']:.4f} | {r['batched_s_per_iter']:.4f} | "
+                         f"{r['sequential_model_iters_per_s']:.1f} | {r['batched_model_iters_per_s']:.1f} | "
+                         f"{r['speedup']:.2f}x |")  # fmt: skip
+        (self.dest / "batched.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return result

@@ -6,6 +6,7 @@ Subcommands:
     image-merge          link finished jobs of other image benchmark folders into one (e.g. GPU and CPU runs)
     image-timing         seconds per iteration of image variants, side by side
     filter-timing        the filter alone at its own width and zero-padded, side by side
+    batch-timing         K image fits one after another and batched, side by side
     reproduction-report  the reproduction study's tables and figures
     sdf                  the SDF benchmark (the same as ``rff-sdf bench``)
     nerf                 NeRF variants trained and evaluated on one scene
@@ -25,7 +26,7 @@ from rff_field.bench.image import BenchConfig, merge_runs
 from rff_field.bench.nerf import NerfBenchConfig, NerfReport, NerfTiming
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.reproduction import ReproductionReport
-from rff_field.bench.timing import FilterTiming, ImageTiming
+from rff_field.bench.timing import BatchTiming, FilterTiming, ImageTiming
 from rff_field.cli import image as image_cli
 from rff_field.cli import sdf as sdf_cli
 from rff_field.cli.common import run_command
@@ -76,6 +77,7 @@ Command = Union[
     Annotated[ImageMerge, tyro.conf.subcommand("image-merge")],
     Annotated[ImageTiming, tyro.conf.subcommand("image-timing")],
     Annotated[FilterTiming, tyro.conf.subcommand("filter-timing")],
+    Annotated[BatchTiming, tyro.conf.subcommand("batch-timing")],
     Annotated[ReproductionReport, tyro.conf.subcommand("reproduction-report")],
     Annotated[sdf_cli.Bench, tyro.conf.subcommand("sdf")],
     Annotated[Nerf, tyro.conf.subcommand("nerf")],

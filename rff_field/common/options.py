@@ -1,12 +1,19 @@
-"""How nested configs appear on the command line (tyro markers shared by the configs and the commands)."""
+"""How nested configs appear on the command line (tyro markers shared by the configs and the commands).
+
+Without tyro (a bare GPU machine running ``python -m rff_field.bench.gpu``), the configs still import: the markers
+are then inert annotations, and only the commands need tyro.
+"""
 
 from __future__ import annotations
 
-import tyro
+try:
+    import tyro
+except ImportError:
+    tyro = None
 
-Flat = tyro.conf.arg(name="", prefix_name=False)
+Flat = tyro.conf.arg(name="", prefix_name=False) if tyro is not None else "flat"
 """A nested config whose options appear without its name (``--iters``, not ``--fit.iters``); configs nested
 inside it keep theirs (``--line-search.lr-max``)."""
 
-NoPrefix = tyro.conf.OmitArgPrefixes
+NoPrefix = tyro.conf.OmitArgPrefixes if tyro is not None else "no-prefix"
 """A nested config whose options, and those of every config inside it, appear without any prefix."""

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The paper's Table 1 (Kodak 768x512, 3x256, best PSNR over 20k iterations, batches of 65,536 pixels) on a lent GPU,
+# batched, resumable, within a time budget. Needs only python3 with torch, numpy, scikit-image, matplotlib,
+# jaxtyping and rich. See benchmarks/gpu/README.md.
+#
+# usage: scripts/gpu_table1.sh OUT [BUDGET_S]
+#   IMAGES     folder of images (default ../shared/data/kodak)
+#   VARIANTS   rows to run (default "mlp-pe filtered-pe"; later calls: mlp-rff filtered-rff siren gauss wire
+#              filtered-pe-nols)
+#   NAMES      image names (default: every image of IMAGES)
+#   ITERS      iterations (default: the protocol's 20000)
+#   MODELS     most jobs fitted together (default 2: a batch must finish within one call)
+#   PRECISION  fp32 (default), tf32 or bf16
+#   DEVICE     auto (default), cuda or cpu
+#   TIMING=1   first measure seconds per iteration side by side (OUT/timing)
+#   PYTHON     the interpreter (default python3)
+set -euo pipefail
+OUT=${1:?usage: scripts/gpu_table1.sh OUT [BUDGET_S]}
+BUDGET_S=${2:-480}
+cd "$(dirname "$0")/.."
+# shellcheck disable=SC2086  # VARIANTS and NAMES are lists
+PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m rff_field.bench.table1 \
+    --out "$OUT" --budget-s "$BUDGET_S" --images "${IMAGES:-../shared/data/kodak}" \
+    --variants ${VARIANTS:-mlp-pe filtered-pe} --names ${NAMES:-} ${ITERS:+--iters "$ITERS"} \
+    --batch-models "${MODELS:-2}" --precision "${PRECISION:-fp32}" --device "${DEVICE:-auto}" \
+    ${TIMING:+--timing} ${TIMING_BLOCK:+--timing-block "$TIMING_BLOCK"} ${TIMING_ROUNDS:+--timing-rounds "$TIMING_ROUNDS"}

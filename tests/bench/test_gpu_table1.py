@@ -1,0 +1,61 @@
+"""scripts/gpu_table1.sh, dry run on the CPU: tiny images, a few iterations, on an interpreter where the command-line
+stack (tyro, nerfstudio, viser, open3d) cannot be imported, as on a bare GPU machine. Batched, resumable, stopped by
+its budget."""
+
+import json
+import os
+import subprocess
+import sys
+
+import imageio.v3 as iio
+import numpy as np
+
+from tests import REPO
+
+BLOCKER = """
+import importlib.abc, sys
+BLOCKED = ("tyro", "nerfstudio", "viser", "open3d", "mcubes")
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is blocked for this test")
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def run_script(tmp_path, out, budget, **env):
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(BLOCKER)
+    environment = {**os.environ, "PYTHONPATH": str(site), "PYTHON": sys.executable, "DEVICE": "cpu", "ITERS": "3",
+                   "IMAGES": str(tmp_path / "images"), "OMP_NUM_THREADS": "1", **env}  # fmt: skip
+    return subprocess.run(["bash", str(REPO / "scripts" / "gpu_table1.sh"), str(out), str(budget)], env=environment,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_dry_run_batched_resumable_and_within_budget(tmp_path):
+    rng = np.random.default_rng(0)
+    (tmp_path / "images").mkdir()
+    for name, shape in (("a", (16, 24, 3)), ("b", (16, 24, 3)), ("c", (24, 16, 3))):  # c: another size
+        iio.imwrite(tmp_path / "images" / f"{name}.png", rng.integers(0, 256, shape, dtype=np.uint8))
+    out = tmp_path / "out"
+    done = run_script(tmp_path, out, 600, TIMING="1", TIMING_BLOCK="2", TIMING_ROUNDS="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for image in "abc":
+        for label in ("mlp-pe", "filtered-pe"):
+            metrics = json.loads((out / "runs" / image / label / "metrics.json").read_text())
+            assert metrics["engine"] == "batched" and metrics["iters"] == 3 and metrics["device"] == "cpu"
+            assert metrics["batch_models"] == (2 if image in "ab" else 1)  # a and b together, c alone
+            assert metrics["config"]["network"]["hidden_features"] == 256 and metrics["downsample"] == 1
+    assert "filtered-pe" in (out / "results.md").read_text()
+    assert (out / "timing" / "timing.md").is_file() and (out / "timing" / "batched.md").is_file()
+
+    stamp = (out / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns
+    again = run_script(tmp_path, out, 600)  # everything finished: nothing is fitted again
+    assert again.returncode == 0 and "together" not in again.stdout
+    assert (out / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns == stamp
+
+    stopped = run_script(tmp_path, tmp_path / "late", 0.001)  # the budget is spent before the first batch
+    assert stopped.returncode == 0 and "budget" in stopped.stdout
+    assert not list((tmp_path / "late").glob("runs/*/*/metrics.json"))
