@@ -364,15 +364,15 @@ def run_batch(
     """Fit ``jobs`` together and write their folders; False (nothing written) when ``stop_at`` passed first."""
     if stop_at is not None and time.monotonic() > stop_at:
         return False
-    if len(jobs) == 1:
-        run_job(config, jobs[0], notify)
-        return True
     fitted, loaded = [], []
     for job in jobs:
         image = prepare_image(job.source, config.downsample)
         fit = job_config(config, job, image.pixels.shape[-1], max(image.pixels.shape[:2]))
         fitted.append(ImageJob(image.pixels, fit, image.name))
         loaded.append(image)
+    if fitted[0].config.network.method not in METHODS:  # SAPE: a batch of its own (job_batch_key)
+        run_job(config, jobs[0], notify)
+        return True
     results = fit_images(fitted, progress=config.progress, notify=notify, stop_at=stop_at)
     if results is None:
         return False

@@ -2,10 +2,10 @@
 
 Runs the image benchmark's ``paper`` protocol (``benchmarks/image/protocols.toml:paper``: Kodak at 768x512, 3x256
 networks, best PSNR over 20k iterations, mini-batches of 65,536 pixels with the learning rates scaled by batch
-over pixels) with the batched engine: jobs that share a network fit together, each finished job is written at once
-as its own ``runs/<image>/<label>/metrics.json``, finished jobs are skipped when the command runs again, and no
-batch runs past the time budget (a batch still running then is dropped, its jobs stay pending). With
-``--timing`` it first measures seconds per iteration side by side (``timing/``). Needs torch, numpy,
+over pixels) with the batched engine into ``OUT/table``: jobs that share a network fit together, each finished job
+is written at once as its own ``runs/<image>/<label>/metrics.json``, finished jobs are skipped when the command
+runs again, and no batch runs past the time budget (a batch still running then is dropped, its jobs stay
+pending). With ``--timing`` it first measures seconds per iteration side by side (``OUT/timing``). Needs torch, numpy,
 scikit-image, matplotlib, jaxtyping and rich: no tyro, no nerfstudio. ``scripts/gpu_table1.sh`` calls it.
 """
 
@@ -27,7 +27,7 @@ TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="benchmark folder (resumable)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for table/ (resumable) and timing/")
     parser.add_argument("--images", type=Path, default=Path("../shared/data/kodak"), help="folder of images")
     parser.add_argument("--budget-s", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--protocol", default="benchmarks/image/protocols.toml:paper", help="FILE:NAME")
@@ -47,7 +47,7 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
     """The protocol's benchmark config with this command's images, rows and settings."""
     values, name = read_protocol(args.protocol)
     config = build_config(BenchConfig, values, where=f"{name}.")
-    config.images, config.out = args.images, args.out
+    config.images, config.out = args.images, args.out / "table"
     config.names, config.variants = tuple(args.names), tuple(args.variants)
     config.fit.iters = args.iters or config.fit.iters
     config.fit.device, config.fit.precision = args.device, args.precision
@@ -64,10 +64,10 @@ def measure(config: BenchConfig, args: argparse.Namespace) -> None:
     network = config.fit.network.hidden_features
     variants = ("mlp-pe", "filtered-pe", "filtered-pe-nols", "filt-tf32:filtered-pe,precision=tf32",
                 "filt-bf16:filtered-pe,precision=bf16", "mlp-tf32:mlp-pe,precision=tf32")  # fmt: skip
-    ImageTiming(image=images[0], dest=config.out / "timing", variants=variants, downsample=config.downsample,
+    ImageTiming(image=images[0], dest=args.out / "timing", variants=variants, downsample=config.downsample,
                 hidden_features=network, block=args.timing_block, rounds=args.timing_rounds,
                 device=args.device).main()  # fmt: skip
-    BatchTiming(images=config.images, dest=config.out / "timing", names=tuple(p.stem for p in images[:4]),
+    BatchTiming(images=config.images, dest=args.out / "timing", names=tuple(p.stem for p in images[:4]),
                 variants=("mlp-pe", "filtered-pe"), downsample=config.downsample, hidden_features=network,
                 block=args.timing_block, rounds=args.timing_rounds, device=args.device).main()  # fmt: skip
 

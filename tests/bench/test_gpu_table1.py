@@ -44,18 +44,18 @@ def test_dry_run_batched_resumable_and_within_budget(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     for image in "abc":
         for label in ("mlp-pe", "filtered-pe"):
-            metrics = json.loads((out / "runs" / image / label / "metrics.json").read_text())
+            metrics = json.loads((out / "table" / "runs" / image / label / "metrics.json").read_text())
             assert metrics["engine"] == "batched" and metrics["iters"] == 3 and metrics["device"] == "cpu"
             assert metrics["batch_models"] == (2 if image in "ab" else 1)  # a and b together, c alone
             assert metrics["config"]["network"]["hidden_features"] == 256 and metrics["downsample"] == 1
-    assert "filtered-pe" in (out / "results.md").read_text()
+    assert "filtered-pe" in (out / "table" / "results.md").read_text()
     assert (out / "timing" / "timing.md").is_file() and (out / "timing" / "batched.md").is_file()
 
-    stamp = (out / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns
+    stamp = (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns
     again = run_script(tmp_path, out, 600)  # everything finished: nothing is fitted again
     assert again.returncode == 0 and "together" not in again.stdout
-    assert (out / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns == stamp
+    assert (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns == stamp
 
     stopped = run_script(tmp_path, tmp_path / "late", 0.001)  # the budget is spent before the first batch
     assert stopped.returncode == 0 and "budget" in stopped.stdout
-    assert not list((tmp_path / "late").glob("runs/*/*/metrics.json"))
+    assert not list((tmp_path / "late").glob("table/runs/*/*/metrics.json"))
