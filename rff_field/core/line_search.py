@@ -461,6 +461,12 @@ class FilterLineSearch:
         self._steps += 1
 
 
+def rate_dtype(device: torch.device, fused: bool = False) -> torch.dtype:
+    """The dtype of a tensor learning rate: float64 on the CPU, where Adam then computes exactly what it computes
+    with a Python float; float32 where Adam's fused or capturable kernels read it on a GPU, as they expect."""
+    return torch.float64 if device.type == "cpu" and not fused else torch.float32
+
+
 def tensor_learning_rate(optimizer: Optimizer, group: dict) -> Tensor:
     """Give ``group`` a tensor learning rate on its parameters' device, which the optimizer reads without a host
     synchronisation, and return it (set its value in place).
@@ -470,8 +476,7 @@ def tensor_learning_rate(optimizer: Optimizer, group: dict) -> Tensor:
     """
     device = group["params"][0].device
     fused = bool(group.get("fused"))
-    rate = torch.as_tensor(group["lr"], dtype=torch.float32 if fused else torch.float64)  # fused kernels: float32
-    rate = rate.detach().clone().to(device)
+    rate = torch.as_tensor(group["lr"], dtype=rate_dtype(device, fused)).detach().clone().to(device)
     if isinstance(optimizer, torch.optim.Adam) and not fused:
         if device.type == "cpu":
             group["foreach"] = False  # foreach Adam refuses a tensor rate unless capturable, which needs a GPU

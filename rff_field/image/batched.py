@@ -45,6 +45,7 @@ from rff_field.core.line_search import (
     balanced_step_size_tensor,
     filter_step_size_tensor,
     group_slopes,
+    rate_dtype,
     tensor_learning_rate,
 )
 from rff_field.core.optim import FILTER_GROUP
@@ -178,7 +179,7 @@ def fit_images(
     filter_groups = [(optimizer, g) for g in optimizer.param_groups if g["name"] == FILTER_GROUP]
     inr_groups = [(optimizer, g) for g in optimizer.param_groups if g["name"] != FILTER_GROUP]
     search = first.line_search if first.line_search.enabled and filter_groups else None
-    rates = torch.zeros(count, dtype=torch.float64, device=device)
+    rates = torch.zeros(count, dtype=rate_dtype(device), device=device)
     if search is not None:
         for k, (_, group) in enumerate(filter_groups):
             tensor_learning_rate(optimizer, group)  # the optimizer's switches for a tensor rate
