@@ -23,7 +23,7 @@ import numpy as np
 from rff_field.bench.jobs import Job, JobOptions, is_finished, run_jobs, selected
 from rff_field.bench.variants import Variant, parse_variant, safe_label, set_options
 from rff_field.common.machine import machine_info
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.data import SamplePool
 from rff_field.sdf.fit import SDF_METHODS, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.metrics import Surface, shape_metrics
@@ -150,7 +150,11 @@ def run_sdf_job(
     run_dir.mkdir(parents=True, exist_ok=True)
     gt = GroundTruth.from_arrays(arrays, job.subject)
     extra = {"pool": str(job.source), "pool_size": len(pool)}
-    return run_sdf(run_dir, gt, pool, net_cfg, train_cfg, output, job.variant.label, progress, extra)
+    try:
+        return run_sdf(run_dir, gt, pool, net_cfg, train_cfg, output, job.variant.label, progress, extra)
+    except TrainingDiverged as err:  # its outputs are written and marked: the benchmark goes on
+        print(f"note: {job.folder}: {err}")
+        return json.loads((run_dir / "metrics.json").read_text())
 
 
 def reevaluate(out: Path, output: OutputConfig, force: bool = False) -> list[dict]:

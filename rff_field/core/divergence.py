@@ -49,8 +49,8 @@ class LastFiniteState:
 
     The training loop records each step's loss on the device (no host synchronisation) and calls :meth:`check`
     now and then (e.g. with its progress updates): one synchronisation then tells whether any recorded loss or any
-    parameter went non-finite. If so, the model is put back to the copy and :class:`TrainingDiverged` says at
-    which step, what went non-finite and what to try.
+    parameter went non-finite. If so, the model is put back to the copy (of step ``step``) and
+    :class:`TrainingDiverged` says at which step (``diverged_at``), what went non-finite and what to try.
 
     Args:
         model: The network being trained.
@@ -63,6 +63,7 @@ class LastFiniteState:
         self.groups = groups
         self.hints = hints
         self.step = 0
+        self.diverged_at: Optional[int] = None
         self.state = {key: value.detach().clone() for key, value in model.state_dict().items()}
 
     @torch.no_grad()
@@ -81,6 +82,7 @@ class LastFiniteState:
             return
         bad = (~finite).nonzero()
         first = step - len(losses) + (int(bad[0]) if len(bad) else len(losses) - 1)
+        self.diverged_at = first if self.diverged_at is None else min(self.diverged_at, first)
         loss = float(losses[int(bad[0])]) if len(bad) else None
         self.model.load_state_dict(self.state)
         kept = f"the model of step {self.step}, the last finite one, was kept"

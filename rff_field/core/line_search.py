@@ -56,16 +56,15 @@ def filter_step_size(
         UsageError: The bounds are not finite numbers with ``0 <= lr_min <= lr_max``.
     """
     check_bounds(lr_min, lr_max)
-    values = [float(v) for v in (loss, d_filter, d_inr, lr_inr)]
-    if not all(math.isfinite(v) for v in values):
+    loss, d_filter, d_inr, lr_inr = (float(v) for v in (loss, d_filter, d_inr, lr_inr))
+    if not all(math.isfinite(v) for v in (loss, d_filter, d_inr, lr_inr)):
         return lr_min
-    loss_f, d_a, d_i, lr_i = values
 
     def clip(rate: float) -> float:
         return min(max(rate, lr_min), lr_max)
 
-    k = -d_a + eps
-    b = loss_f + lr_i * d_i
+    k = -d_filter + eps
+    b = loss + lr_inr * d_inr
     if k >= 0 and b <= 0:
         rate = lr_min  # the INR's step alone is predicted to reach zero loss
     elif (k >= 0 and b >= 0) or (k <= 0 and b <= 0):
@@ -73,9 +72,9 @@ def filter_step_size(
     else:
         rate = lr_min  # the filter's direction is predicted to go uphill
 
-    # Sufficient decrease: (1 - c1)(rate * d_a + lr_i * d_i) <= 0, linear in rate.
-    if (1 - c1) * (rate * d_a + lr_i * d_i) > 0 and d_a != 0:
-        rate = -lr_i * d_i / d_a
+    # Sufficient decrease: (1 - c1)(rate * d_filter + lr_inr * d_inr) <= 0, linear in rate.
+    if (1 - c1) * (rate * d_filter + lr_inr * d_inr) > 0 and d_filter != 0:
+        rate = -lr_inr * d_inr / d_filter
     return clip(rate)
 
 
@@ -96,13 +95,12 @@ def balanced_step_size(
     rate schedule and the ratio of the two slopes. Uphill or non-finite inputs give ``lr_min``.
     """
     check_bounds(lr_min, lr_max)
-    values = [float(v) for v in (d_filter, d_inr, lr_inr)]
-    if not all(math.isfinite(v) for v in values):
+    d_filter, d_inr, lr_inr = (float(v) for v in (d_filter, d_inr, lr_inr))
+    if not all(math.isfinite(v) for v in (d_filter, d_inr, lr_inr)):
         return lr_min
-    d_a, d_i, lr_i = values
-    if d_a >= 0 or lr_i * d_i >= 0:
+    if d_filter >= 0 or lr_inr * d_inr >= 0:
         return lr_min
-    return min(max(lr_i * d_i / d_a, lr_min), lr_max)
+    return min(max(lr_inr * d_inr / d_filter, lr_min), lr_max)
 
 
 def _float64(*values: Number) -> list[Tensor]:
@@ -134,16 +132,16 @@ def filter_step_size_tensor(
     broadcastable shape (one rate per model of a batch); the result is a float64 tensor on their device.
     """
     check_bounds(lr_min, lr_max)
-    loss_t, d_a, d_i, lr_i = _float64(loss, d_filter, d_inr, lr_inr)
-    k = -d_a + eps
-    b = loss_t + lr_i * d_i
+    loss, d_filter, d_inr, lr_inr = _float64(loss, d_filter, d_inr, lr_inr)
+    k = -d_filter + eps
+    b = loss + lr_inr * d_inr
     ratio = torch.where(k == 0, lr_max, (b / k).abs().clamp(lr_min, lr_max))
     inr_alone = (k >= 0) & (b <= 0)
     zero_crossing = ((k >= 0) & (b >= 0)) | ((k <= 0) & (b <= 0))
     rate = torch.where(~inr_alone & zero_crossing, ratio, lr_min)
-    violated = ((1 - c1) * (rate * d_a + lr_i * d_i) > 0) & (d_a != 0)
-    rate = torch.where(violated, -lr_i * d_i / d_a, rate).clamp(lr_min, lr_max)
-    finite = loss_t.isfinite() & d_a.isfinite() & d_i.isfinite() & lr_i.isfinite()
+    violated = ((1 - c1) * (rate * d_filter + lr_inr * d_inr) > 0) & (d_filter != 0)
+    rate = torch.where(violated, -lr_inr * d_inr / d_filter, rate).clamp(lr_min, lr_max)
+    finite = loss.isfinite() & d_filter.isfinite() & d_inr.isfinite() & lr_inr.isfinite()
     return torch.where(finite, rate, lr_min)
 
 
@@ -152,10 +150,10 @@ def balanced_step_size_tensor(
 ) -> Tensor:
     """:func:`balanced_step_size` on tensors, elementwise, without reading a value on the host."""
     check_bounds(lr_min, lr_max)
-    d_a, d_i, lr_i = _float64(d_filter, d_inr, lr_inr)
-    uphill = (d_a >= 0) | (lr_i * d_i >= 0)
-    rate = torch.where(uphill, lr_min, (lr_i * d_i / d_a).clamp(lr_min, lr_max))
-    return torch.where(d_a.isfinite() & d_i.isfinite() & lr_i.isfinite(), rate, lr_min)
+    d_filter, d_inr, lr_inr = _float64(d_filter, d_inr, lr_inr)
+    uphill = (d_filter >= 0) | (lr_inr * d_inr >= 0)
+    rate = torch.where(uphill, lr_min, (lr_inr * d_inr / d_filter).clamp(lr_min, lr_max))
+    return torch.where(d_filter.isfinite() & d_inr.isfinite() & lr_inr.isfinite(), rate, lr_min)
 
 
 def _at_least_float32(tensor: Tensor) -> Tensor:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import torch
@@ -39,8 +39,9 @@ from torch.func import functional_call, vmap
 
 from rff_field.common.machine import resolve_device
 from rff_field.common.precision import at_least_float32, autocast, precision_scope
-from rff_field.core.errors import UsageError
-from rff_field.core.filter import FilteredEncoding
+from rff_field.core.divergence import LastFiniteState
+from rff_field.core.errors import TrainingDiverged, UsageError
+from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import (
     balanced_step_size_tensor,
     filter_step_size_tensor,
@@ -54,6 +55,7 @@ from rff_field.image.fit import (
     FitConfig,
     FitResult,
     PixelPredictor,
+    divergence_hints,
     finish_fit,
     optimizer_groups,
 )
@@ -191,6 +193,13 @@ def fit_images(
     generators = [torch.Generator(device=device).manual_seed(job.config.seed) for job in jobs]
     forward_context = autocast(first.precision, device)
 
+    guards = [
+        LastFiniteState(model, dict(zip(("filter", "INR"), split_filter_parameters(model))),
+                        divergence_hints(job.config, inr_lr))
+        for model, job in zip(models, jobs)
+    ]  # fmt: skip
+    diverged: list[Optional[TrainingDiverged]] = [None] * count
+
     bar, task = _progress_bar(progress, first.iters, f"{count} x {first.network.method}")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -223,6 +232,11 @@ def fit_images(
             if filter_groups and search is None:
                 filter_lrs.append(filter_groups[0][1]["lr"])
             if (it + 1) % first.log_every == 0 or it + 1 == first.iters:
+                for k, guard in enumerate(guards):  # a diverged model is put back at every check; the others go on
+                    try:
+                        guard.check(it + 1, mse_history[guard.step : it + 1, k])
+                    except TrainingDiverged as err:
+                        diverged[k] = diverged[k] or err
                 if bar is not None:
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(mse_history[it]).mean()))
                 if stop_at is not None and time.monotonic() > stop_at:
@@ -233,10 +247,14 @@ def fit_images(
     results = []
     for k, (model, job) in enumerate(zip(models, jobs)):
         forward = PixelPredictor(model, coords, job.config.cache_embedding)
-        result = finish_fit(model, forward, job.pixels, job.config, job.name, mse_history[:, k],
-                            seconds / first.iters / count, inr_lr, filter_lrs if filter_groups and search is None
-                            else None, records[:, k] if search is not None else None, notify)  # fmt: skip
+        done = guards[k].step
+        result = finish_fit(model, forward, job.pixels, replace(job.config, iters=done), job.name,
+                            mse_history[:done, k], seconds / first.iters / count, inr_lr,
+                            filter_lrs[:done] if filter_groups and search is None else None,
+                            records[:done, k] if search is not None else None, notify)  # fmt: skip
         result.metrics.update(engine="batched", batch_models=count, batch_seconds_per_iter=seconds / first.iters)
+        if diverged[k] is not None:
+            result.metrics.update(diverged=str(diverged[k]), iters_requested=job.config.iters)
         results.append(result)
     return results
 

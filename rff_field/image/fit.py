@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Callable, Literal, Optional
 
@@ -28,7 +28,8 @@ from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
-from rff_field.core.errors import UsageError, check_fields
+from rff_field.core.divergence import LastFiniteState
+from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
@@ -206,6 +207,9 @@ def fit_image(
 
     mse_history = torch.zeros(config.iters, device=device, dtype=torch.float64)
     filter_lrs: list[float] = []  # without the line search: numbers set by the schedule, no tensor read
+    filter_params, inr_params = split_filter_parameters(model)
+    guard = LastFiniteState(model, {"filter": filter_params, "INR": inr_params}, divergence_hints(config, inr_lr))
+    diverged: Optional[TrainingDiverged] = None
     full_batch = num_pixels <= config.batch_size
     generator = torch.Generator(device=device).manual_seed(config.seed)
     forward_context = autocast(config.precision, device)
@@ -241,18 +245,40 @@ def fit_image(
                 progressive.end_iteration(it)
             if filter_group is not None and line_search is None:
                 filter_lrs.append(filter_group["lr"])
-            if bar is not None and ((it + 1) % config.log_every == 0 or it + 1 == config.iters):
-                bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
+            if (it + 1) % config.log_every == 0 or it + 1 == config.iters:
+                try:
+                    guard.check(it + 1, mse_history[guard.step : it + 1])
+                except TrainingDiverged as err:  # the model is back at its last finite state, of iteration guard.step
+                    diverged = err
+                    break
+                if bar is not None:
+                    bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds_per_iter = (time.perf_counter() - start) / config.iters
     search = None
+    done = guard.step
     if line_search is not None:
         line_search.remove()
         steps = steps_per_iteration(num_pixels, config.batch_size)
-        search = line_search.records[steps - 1 :: steps]  # the last step of every iteration
-    return finish_fit(model, forward, pixels, config, name, mse_history, seconds_per_iter, inr_lr,
-                      filter_lrs if filter_group is not None else None, search, notify)  # fmt: skip
+        search = line_search.records[steps - 1 :: steps][:done]  # the last step of every iteration
+    result = finish_fit(model, forward, pixels, replace(config, iters=done), name, mse_history[:done],
+                        seconds_per_iter, inr_lr, filter_lrs[:done] if filter_group is not None else None, search,
+                        notify)  # fmt: skip
+    if diverged is not None:
+        result.metrics["diverged"] = str(diverged)
+        result.metrics["iters_requested"] = config.iters
+    return result
+
+
+def divergence_hints(config: FitConfig, inr_lr: float) -> list[str]:
+    """What to try when an image fit diverges."""
+    hints = [f"a lower --lr (now {config.inr_lr():g})"]
+    if config.line_search.enabled:
+        hints.append(f"a lower --line-search.lr-max (now {config.line_search.lr_max:g})")
+    elif config.network.method.startswith("filtered-"):
+        hints.append(f"a lower --filter-lr (now {config.filter_lr:g})")
+    return hints
 
 
 def finish_fit(
@@ -293,8 +319,8 @@ def finish_fit(
     psnr_history = [float(psnr_from_mse(m)) for m in mse_history.cpu().tolist()]
     quality = image_metrics(reconstruction.cpu(), pixels.float(), with_lpips=config.lpips, notify=notify)
     history = np.asarray(psnr_history, dtype=float)
-    best_iter = int(np.argmax(np.where(np.isnan(history), -np.inf, history)))  # a diverged step (NaN) is never best
-    best_psnr = psnr_history[best_iter]
+    best_iter = int(np.argmax(np.where(np.isnan(history), -np.inf, history))) if len(history) else 0
+    best_psnr = psnr_history[best_iter] if len(history) else -np.inf
     if not best_psnr >= float(psnr_from_mse(final_mse)):  # also when the history holds only NaNs
         best_psnr, best_iter = float(psnr_from_mse(final_mse)), config.iters
 
@@ -518,4 +544,6 @@ def run_fit(
     result.metrics["downsample"] = downsample_factor if downsample_factor is not None else (4 if image is None else 1)
     result.metrics.update(extra_metrics or {})
     write_fit_outputs(result, Path(out_dir), error_vmax=config.error_vmax, overwrite=overwrite)
+    if "diverged" in result.metrics:
+        raise TrainingDiverged(f"{result.metrics['diverged']}; its outputs are in {out_dir}, marked diverged")
     return result.metrics

@@ -14,8 +14,9 @@ from rff_field.core.errors import TrainingDiverged
 
 
 def divergence_callback(model: Model, attributes: TrainingCallbackAttributes) -> TrainingCallback:
-    """A callback run after every training step: the loss is checked every step, the parameters at every step that
-    saves a checkpoint (before the save). On a non-finite value it stops the trainer (no checkpoint of the
+    """A callback run after every training step. Each step's loss is checked on the device (no host read); the
+    result is read where nerfstudio logs its scalars anyway (``--logging.steps-per-log``) and, with the parameters,
+    before every checkpoint and at the last step. On a non-finite value it stops the trainer (no checkpoint of the
     non-finite state is written) and raises :class:`TrainingDiverged` saying at which step, what went non-finite,
     what to try and which checkpoint is the last finite one (``ns-train`` prints it as one line).
 
@@ -24,19 +25,33 @@ def divergence_callback(model: Model, attributes: TrainingCallbackAttributes) ->
         attributes: The trainer's callback attributes (for its config and checkpoint folder).
     """
     trainer = attributes.trainer
+    first_bad: dict = {}  # device tensors: the first step with a non-finite loss (-1: none), its loss
 
     def check(step: int) -> None:
         loss = model.training_loss()
-        loss_finite = loss is None or bool(torch.isfinite(loss.detach()).all())
-        saves = trainer is not None and step_check(step, trainer.config.steps_per_save)
-        if loss_finite and not saves:
+        if loss is not None:
+            loss = loss.detach().reshape(())
+            if not first_bad:
+                first_bad["step"] = torch.full((), -1, dtype=torch.long, device=loss.device)
+                first_bad["loss"] = torch.zeros((), dtype=loss.dtype, device=loss.device)
+            new = (first_bad["step"] < 0) & ~torch.isfinite(loss)
+            first_bad["step"] = torch.where(new, step, first_bad["step"])
+            first_bad["loss"] = torch.where(new, loss, first_bad["loss"])
+        # nerfstudio saves a checkpoint at these steps and after the last one
+        saves = trainer is not None and (
+            step_check(step, trainer.config.steps_per_save) or step + 1 >= trainer.config.max_num_iterations
+        )
+        logs = trainer is None or step_check(step, max(trainer.config.logging.steps_per_log, 1))
+        if not (saves or logs):
             return
-        counts = nonfinite_counts(model.get_param_groups())
-        if loss_finite and not any(counts.values()):
+        bad_step = int(first_bad["step"]) if first_bad else -1  # one host read
+        counts = nonfinite_counts(model.get_param_groups()) if saves or bad_step >= 0 else {}
+        if bad_step < 0 and not any(counts.values()):
             return
         if trainer is not None:
             trainer.shutdown()
-        raise TrainingDiverged(message(step, None if loss_finite else float(loss), counts))
+        loss_value = float(first_bad["loss"]) if bad_step >= 0 else None
+        raise TrainingDiverged(message(bad_step if bad_step >= 0 else step, loss_value, counts))
 
     def message(step: int, loss, counts) -> str:
         hints = []

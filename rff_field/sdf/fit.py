@@ -12,7 +12,6 @@ by the line search every step while the MLP keeps the schedule.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Optional, Union
@@ -23,7 +22,8 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
-from rff_field.core.errors import UsageError, check_fields
+from rff_field.core.divergence import LastFiniteState
+from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.inr.bacon import Bacon, BaconSchedule, default_schedule
@@ -206,7 +206,9 @@ class TrainResult:
     iters: int = 0
     """Steps done."""
     diverged_at: Optional[int] = None
-    """First step with a non-finite loss (training stops there)."""
+    """When training diverged: the first step seen non-finite (the network is put back to step ``iters``)."""
+    diverged: Optional[str] = None
+    """When training diverged: what went non-finite, and what to try."""
 
     @property
     def seconds_per_iter(self) -> float:
@@ -220,6 +222,14 @@ def initial_lr(method: str, train: SDFTrainConfig) -> float:
     return train.lr if train.lr is not None else DEFAULT_LR.get(method, 1e-3)
 
 
+def divergence_hints(config: SDFTrainConfig, lr: float) -> list[str]:
+    """What to try when an SDF fit diverges."""
+    hints = [f"a lower --lr (now {lr:g})"]
+    if config.line_search.enabled:
+        hints.append(f"a lower --line-search.lr-max (now {config.line_search.lr_max:g})")
+    return hints
+
+
 def train_sdf(
     network: nn.Module,
     sampler: Sampler,
@@ -230,7 +240,8 @@ def train_sdf(
     """Fit ``network`` to the SDF that ``sampler`` draws from.
 
     The losses and the line search's rates stay on the device; they are read every ``config.log_every`` steps,
-    where a non-finite loss stops training (the result then ends before the first non-finite step).
+    where a non-finite loss or parameter stops training: the network is then put back to its state of the last
+    read, where the result ends (:class:`~rff_field.core.divergence.LastFiniteState`).
 
     Args:
         network: From :func:`build_sdf_network`.
@@ -254,6 +265,8 @@ def train_sdf(
     losses = torch.zeros(config.iters, dtype=torch.float64, device=device)
     scheduled_rates: list[float] = []  # without the line search the rates are numbers: no tensor read
     result = TrainResult()
+    filter_params, inr_params = split_filter_parameters(network)
+    guard = LastFiniteState(network, {"filter": filter_params, "INR": inr_params}, divergence_hints(config, lr))
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
@@ -274,11 +287,12 @@ def train_sdf(
             scheduler.step()
             if (step + 1) % config.log_every == 0 or step + 1 == config.iters:
                 checked = len(result.loss)
-                result.loss += losses[checked : step + 1].tolist()
-                finite = [math.isfinite(value) for value in result.loss[checked:]]
-                if not all(finite):
-                    result.diverged_at = checked + finite.index(False)
+                try:
+                    guard.check(step + 1, losses[checked : step + 1])
+                except TrainingDiverged as err:  # the network is back at its last finite state, of step guard.step
+                    result.diverged_at, result.diverged = guard.diverged_at, str(err)
                     break
+                result.loss += losses[checked : step + 1].tolist()
                 if on_step is not None:
                     rate = (search.history if search is not None else scheduled_rates or [None])[-1]
                     on_step(step, result.loss[-1], rate)
@@ -288,7 +302,7 @@ def train_sdf(
     sync()
     result.seconds = time.perf_counter() - start
     result.cpu_seconds = time.process_time() - cpu_start
-    result.iters = result.diverged_at if result.diverged_at is not None else len(result.loss)
+    result.iters = guard.step if result.diverged is not None else len(result.loss)
     del result.loss[result.iters :]
     if filter_group is not None:
         result.filter_lr = (search.history if search is not None else scheduled_rates)[: result.iters]

@@ -19,7 +19,7 @@ import torch
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
 from rff_field.sdf.fit import (
     Sampler,
@@ -138,6 +138,8 @@ def run_sdf(
 ) -> dict:
     """Train, extract, measure and write one fit into ``out`` (which must exist); returns the metrics.
 
+    When training diverges, the outputs of the last finite state are written and :class:`TrainingDiverged` is raised.
+
     Writes ``mesh.ply``, ``metrics.json``, ``history.npz`` (loss and filter rate per step), ``config.json``,
     ``render.png`` (with open3d) and ``model.pt`` (if ``output.save_model``).
     """
@@ -200,6 +202,7 @@ def run_sdf(
             else None
         ),
         "diverged_at": result.diverged_at,
+        "diverged": result.diverged,
         "mesh_vertices": int(len(vertices)),
         "mesh_triangles": int(len(triangles)),
         "mesh_closed": bool(is_closed(triangles)),
@@ -237,4 +240,6 @@ def run_sdf(
             f"{gt.name} · {label} · {result.iters} steps · Chamfer {cd:.3g}" if cd is not None else label,
         )
     write_json(out / "metrics.json", record, indent=2)  # last: its presence marks the run as finished
+    if result.diverged is not None:
+        raise TrainingDiverged(f"{result.diverged}; its outputs are in {out}, marked diverged in metrics.json")
     return record

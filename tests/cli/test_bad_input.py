@@ -1,5 +1,6 @@
 """Bad input ends with one line on stderr and exit status 2 before any training, and writes nothing."""
 
+import json
 import sys
 
 import imageio.v3 as iio
@@ -128,3 +129,32 @@ def test_core_constructors_and_rule_check_their_inputs():
     with pytest.raises(UsageError, match=r"BiasFreeFilter\(6\) filters 6 channels, got inputs of shape \(5, 8\)"):
         BiasFreeFilter(6)(torch.rand(5, 8))
     assert PositionalEncoding(3, 4, 8.0)(torch.rand(5, 3)).shape[-1] == PositionalEncoding(3, 4, 8.0).get_out_dim()
+
+
+def test_image_fit_divergence_stops_with_one_line_and_keeps_the_last_finite_state(picture, tmp_path, monkeypatch,
+                                                                                    capsys):  # fmt: skip
+    # A rate of 1e30 makes Adam's first step put weights near 1e30, so the next forward pass overflows float32.
+    out = tmp_path / "out"
+    code, err = run(image.entrypoint, ["fit", "--image", picture, "--out", out, "--iters", "20", "--log-every", "5",
+                                       "--lr", "1e30", "--hidden-features", "8", "--no-progress", "--no-lpips"],
+                    monkeypatch, capsys)  # fmt: skip
+    assert code == 3
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("rff-image: training diverged at step 1: the loss is") and "--lr (now 1e+30)" in line
+    assert f"its outputs are in {out}, marked diverged" in line
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["iters"] == 0 and metrics["iters_requested"] == 20 and "diverged at step 1" in metrics["diverged"]
+    assert metrics["psnr"] is not None and (out / "reconstruction.png").is_file()  # the initial, finite network
+
+
+def test_sdf_fit_divergence_stops_with_one_line(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    code, err = run(sdf.entrypoint, ["fit", "--out", out, "--iters", "20", "--log-every", "5", "--lr", "1e30",
+                                     "--hidden-features", "16", "--hidden-layers", "1", "--pe-frequencies", "4",
+                                     "--points-per-step", "200", "--resolution", "16", "--eval-samples", "500",
+                                     "--no-render", "--no-save-model"], monkeypatch, capsys)  # fmt: skip
+    assert code == 3
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("rff-sdf: training diverged at step") and "--lr (now 1e+30)" in line
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["diverged"] and metrics["iters"] == 0
