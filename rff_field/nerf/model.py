@@ -8,37 +8,32 @@ switched off the model is the "MLP+PE" baseline: the same fields, samplers and l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Literal, Optional, Tuple, Type
+from typing import Dict, List, Literal, Tuple, Type
 
 import torch
 from jaxtyping import Float
 from nerfstudio.cameras.rays import RayBundle
-from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.vanilla_nerf_field import NeRFField
 from nerfstudio.model_components.losses import MSELoss
 from nerfstudio.model_components.ray_samplers import PDFSampler, UniformSampler
 from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, RGBRenderer
 from nerfstudio.models.base_model import Model, ModelConfig
-from nerfstudio.utils import colormaps, misc, writer
-from nerfstudio.viewer.viewer_elements import ViewerNumber
+from nerfstudio.utils import colormaps, misc
 from torch import Tensor, nn
 from torch.nn import Parameter
 from torchmetrics.functional import structural_similarity_index_measure
 from torchmetrics.image import PeakSignalNoiseRatio
 
 from rff_field.core.embedding import EmbeddingConfig, resolve_bands
-from rff_field.core.filter import FilterInit, split_filter_parameters
-from rff_field.core.line_search import FilterLineSearch
-from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search
-from rff_field.nerf.divergence import divergence_callback
+from rff_field.core.filter import FilterInit
+from rff_field.core.optim import LineSearchConfig
 from rff_field.nerf.field import EncodingKind, make_nerf_field
-from rff_field.nerf.lpips import load_lpips
+from rff_field.nerf.filtered_model import FilteredModelMixin
 
 FIELDS_GROUP = "fields"
 """Name of the optimizer group holding the rest of the fields (the INR)."""
-FILTER_LR_TAG = "learning_rate/filter"
-"""Scalar under which the filter's learning rate is logged every step."""
 _FLAT_LINE_SEARCH = ("rule", "direction", "lr_min", "lr_max", "eps", "c1")
 """The line-search options that configs before ``line_search: LineSearchConfig`` held as ``line_search_<name>``."""
 
@@ -141,7 +136,7 @@ class RFFNeRFModelConfig(ModelConfig):
         )
 
 
-class RFFNeRFModel(Model):
+class RFFNeRFModel(FilteredModelMixin, Model):
     """Coarse-to-fine NeRF with filtered Fourier embeddings and a line-searched filter learning rate.
 
     Args:
@@ -168,16 +163,7 @@ class RFFNeRFModel(Model):
         self.rgb_loss = MSELoss()
         self.psnr = PeakSignalNoiseRatio(data_range=1.0)
         self.ssim = structural_similarity_index_measure
-        self._lpips: Optional[nn.Module] = None
-        self._lpips_tried = False
-
-        self.line_search: Optional[FilterLineSearch] = None
-        self._train_loss: Optional[Tensor] = None
-        self.viewer_filter_lr: Optional[ViewerNumber] = None
-        if self.has_filter:
-            self.viewer_filter_lr = ViewerNumber(
-                name="Filter LR", default_value=0.0, disabled=True, hint="The filter's learning rate at the last step"
-            )
+        self.setup_filter()
 
     def _make_field(self) -> NeRFField:
         return make_nerf_field(
@@ -202,11 +188,8 @@ class RFFNeRFModel(Model):
 
     def get_param_groups(self) -> Dict[str, List[Parameter]]:
         """``fields`` (the INR) and, when filtered, ``filter`` (the filters' parameters)."""
-        filter_params, field_params = split_filter_parameters(nn.ModuleList(self.fields))
-        groups = {FIELDS_GROUP: field_params}
-        if filter_params:
-            groups[FILTER_GROUP] = filter_params
-        return groups
+        groups = {FIELDS_GROUP: [p for p in nn.ModuleList(self.fields).parameters() if p.requires_grad]}
+        return self.split_filter_group(groups, FIELDS_GROUP)
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
         """Render the coarse and the fine field; ``rgb``/``depth``/``accumulation`` are the fine ones."""
@@ -252,73 +235,14 @@ class RFFNeRFModel(Model):
             )
             losses[f"rgb_loss_{level}"] = self.rgb_loss(gt, pred)
         loss_dict = misc.scale_dict(losses, self.config.loss_coefficients)
-        if self.training:
-            self._train_loss = sum(loss_dict.values())  # type: ignore[assignment]
+        self.record_training_loss(loss_dict)
         return loss_dict
-
-    def training_loss(self) -> Optional[Tensor]:
-        """The total loss of the last training forward pass (what the trainer backpropagates)."""
-        return self._train_loss
 
     def get_training_callbacks(
         self, training_callback_attributes: TrainingCallbackAttributes
     ) -> List[TrainingCallback]:
-        """Stop on divergence; attach the line search to the trainer's optimizers and log the filter's rate every
-        ``--logging.steps-per-log`` steps."""
-        stop_on_divergence = divergence_callback(self, training_callback_attributes)
-        if not self.has_filter:
-            return [stop_on_divergence]
-        optimizers = training_callback_attributes.optimizers
-        assert optimizers is not None
-        if FILTER_GROUP not in optimizers.optimizers:
-            raise RuntimeError(f"the trainer has no optimizer for the '{FILTER_GROUP}' parameter group")
-        filter_optimizer = optimizers.optimizers[FILTER_GROUP]
-        if optimizers.schedulers.get(FILTER_GROUP) is not None:
-            raise RuntimeError(f"the '{FILTER_GROUP}' group must have no scheduler: its rate is set by the model")
-        if self.line_search is not None:
-            self.line_search.remove()
-            self.line_search = None
-        groups = self.get_param_groups()
-        self.line_search = attach_line_search(
-            self.config.line_search,
-            list(optimizers.optimizers.values()),
-            self.training_loss,
-            filter_params=groups[FILTER_GROUP],
-            inr_params=[p for name, ps in groups.items() if name != FILTER_GROUP for p in ps],
-            grad_scaler=training_callback_attributes.grad_scaler,
-        )
-
-        def log_filter_lr(step: int) -> None:
-            # one copy from the device per logged step; the line search itself never waits for the host
-            last = self.line_search.last if self.line_search is not None else {}
-            lr = last["lr"] if last else float(filter_optimizer.param_groups[0]["lr"])
-            writer.put_scalar(name=FILTER_LR_TAG, scalar=lr, step=step)
-            if last:
-                writer.put_scalar(name="filter_line_search/d_filter", scalar=last["d_filter"], step=step)
-                writer.put_scalar(name="filter_line_search/lr_d_inr", scalar=last["lr_d_inr"], step=step)
-            if self.viewer_filter_lr is not None:
-                self.viewer_filter_lr.value = lr
-
-        trainer = training_callback_attributes.trainer
-        every = trainer.config.logging.steps_per_log if trainer is not None else 1
-        if every <= 0:  # nerfstudio logs nothing then either
-            return [stop_on_divergence]
-        # at the steps where nerfstudio logs its own scalars (the training loss)
-        after_step = [TrainingCallbackLocation.AFTER_TRAIN_ITERATION]
-        log = TrainingCallback(where_to_run=after_step, func=log_filter_lr, update_every_num_iters=every)
-        return [stop_on_divergence, log]
-
-    def _lpips_metric(self) -> Optional[nn.Module]:
-        if not self.config.compute_lpips:
-            return None
-        if not self._lpips_tried:
-            self._lpips_tried = True
-            metric = load_lpips()
-            # Kept out of the module tree, so that checkpoints do not depend on whether LPIPS could be loaded.
-            object.__setattr__(self, "_lpips", metric)
-        if self._lpips is not None:
-            self._lpips.to(self.device)
-        return self._lpips
+        """Stop on divergence; attach the line search to the trainer's optimizers and log the filter's rate."""
+        return self.filter_callbacks(training_callback_attributes)
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
@@ -350,7 +274,7 @@ class RFFNeRFModel(Model):
             "ssim": float(self.ssim(gt, fine)),  # type: ignore[arg-type]
             "coarse_psnr": float(self.psnr(gt, coarse)),
         }
-        lpips = self._lpips_metric()
+        lpips = self.lpips_metric()
         if lpips is not None:
             metrics["lpips"] = float(lpips(gt.clamp(0, 1), fine.clamp(0, 1)))
         return metrics, images

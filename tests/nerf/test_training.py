@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,11 +22,12 @@ import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 
 from rff_field.core.errors import TrainingDiverged
-from rff_field.core.line_search import filter_step_size
 from rff_field.core.optim import FILTER_GROUP
-from rff_field.nerf.model import FIELDS_GROUP, FILTER_LR_TAG, RFFNeRFModel, RFFNeRFModelConfig
+from rff_field.nerf.filtered_model import FILTER_LR_TAG
+from rff_field.nerf.model import FIELDS_GROUP, RFFNeRFModel, RFFNeRFModelConfig
 from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
 from rff_field.nerf.training import lite_config, train_in_process
+from tests.nerf.rule_watcher import RuleWatcher
 
 STEPS = 30
 LOG_EVERY = 4  # --logging.steps-per-log: the filter's rate is logged with nerfstudio's own scalars
@@ -55,70 +57,6 @@ def tiny_config(data: Path, output_dir: Path, steps: int = STEPS) -> TrainerConf
     config.steps_per_eval_image = 10**9
     config.steps_per_eval_all_images = 10**9
     return config
-
-
-def _adam_direction(opt: torch.optim.Optimizer, group: dict, p: torch.Tensor) -> torch.Tensor:
-    """Adam's update per unit rate with this step's gradient folded into the moments (written independently)."""
-    beta1, beta2 = group["betas"]
-    g = p.grad.double()
-    state = opt.state.get(p, {})
-    t = float(state["step"]) + 1 if "step" in state else 1.0
-    m = (beta1 * state["exp_avg"].double() if "exp_avg" in state else 0) + (1 - beta1) * g
-    v = (beta2 * state["exp_avg_sq"].double() if "exp_avg_sq" in state else 0) + (1 - beta2) * g * g
-    return -(m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + group["eps"])
-
-
-class RuleWatcher:
-    """Step pre-hooks, registered after the line search's, that recompute the rule from the raw gradients."""
-
-    def __init__(self, trainer) -> None:
-        self.trainer = trainer
-        self.model: RFFNeRFModel = trainer.pipeline.model
-        self.optimizers = trainer.optimizers.optimizers
-        self.expected: list[float] = []
-        self.observed: list[float] = []
-        self.inputs: list[tuple[float, float, float]] = []  # (loss, d_filter, lr * d_inr), recomputed here
-        self.recorded: list[tuple[float, float, float]] = []  # the same, as the line search computed them
-        self._step = None
-        for opt in self.optimizers.values():
-            opt.register_step_pre_hook(self._hook)
-
-    def _directional(self, name: str) -> float:
-        opt = self.optimizers[name]
-        total = 0.0
-        for group in opt.param_groups:
-            d = sum(
-                float((p.grad.double() * _adam_direction(opt, group, p)).sum())
-                for p in group["params"]
-                if p.grad is not None
-            )
-            total += d * (group["lr"] if name != FILTER_GROUP else 1.0)
-        return total
-
-    def _hook(self, opt, args, kwargs) -> None:
-        if self._step != self.trainer.step:  # first optimizer of this step: nothing has been updated yet
-            self._step = self.trainer.step
-            cfg = self.model.config
-            inputs = (
-                float(self.model.training_loss().detach()),
-                self._directional(FILTER_GROUP),
-                self._directional(FIELDS_GROUP),
-            )
-            self.inputs.append(inputs)
-            last = self.model.line_search.last  # set by the line search's hook, which ran before this one
-            self.recorded.append((last["loss"], last["d_filter"], last["lr_d_inr"]))
-            self.expected.append(
-                filter_step_size(
-                    *inputs,
-                    1.0,
-                    lr_min=cfg.line_search.lr_min,
-                    lr_max=cfg.line_search.lr_max,
-                    eps=cfg.line_search.eps,
-                    c1=cfg.line_search.c1,
-                )
-            )
-        if opt is self.optimizers[FILTER_GROUP]:
-            self.observed.append(float(opt.param_groups[0]["lr"]))
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +127,26 @@ def test_config_round_trips_and_loads_with_eval_setup(trained):
     outputs = model.get_outputs_for_camera(pipeline.datamanager.eval_dataset.cameras[0:1])
     for key in ("rgb", "depth", "accumulation", "rgb_coarse", "rgb_fine"):
         assert key in outputs and outputs[key].shape[:2] == (16, 16)
+
+
+def test_viewer_shows_the_filter_rate_of_the_loaded_checkpoint(trained, tmp_path):
+    """The last step's rate is kept in the checkpoint (a buffer) and shown by a loaded model's 'Filter LR'; a
+    checkpoint written before the buffer existed still loads."""
+    from rff_field.nerf.loading import load_rff_pipeline
+
+    last = trained["model"].line_search.history[-1]
+    _, _, model, _ = load_rff_pipeline(trained["config_path"], test_mode="inference")
+    assert float(model.filter_lr) == pytest.approx(last, rel=1e-6)
+    assert model.viewer_filter_lr.value == pytest.approx(last, rel=1e-5) and model.viewer_filter_lr.value > 0
+
+    run_dir = tmp_path / "old"
+    shutil.copytree(trained["config_path"].parent, run_dir)
+    (checkpoint,) = (run_dir / "nerfstudio_models").glob("step-*.ckpt")
+    state = torch.load(checkpoint, map_location="cpu")
+    del state["pipeline"]["_model.filter_lr"]
+    torch.save(state, checkpoint)
+    _, _, old, _ = load_rff_pipeline(run_dir / "config.yml", test_mode="inference")
+    assert float(old.filter_lr) == 0 and old.viewer_filter_lr.value == 0
 
 
 def test_export_mesh_writes_a_coloured_mesh(trained, tmp_path):
@@ -341,8 +299,6 @@ def test_divergence_stops_training_and_keeps_only_finite_checkpoints(trained, tm
 
 
 def test_a_checkpoint_with_non_finite_values_is_refused(trained, tmp_path, capsys):
-    import shutil
-
     from rff_field.cli.export_mesh import ExportMesh, run
 
     run_dir = tmp_path / "run"

@@ -1,0 +1,162 @@
+"""What the NeRF models with a filtered embedding share (``rff-nerf``, ``rff-nerfacto``): the filter's optimizer
+group, the line search hooked into nerfstudio's trainer, the filter's last rate kept in the checkpoint and shown in
+the viewer, the training loss the rule reads, a stop on divergence, and LPIPS when its weights load.
+
+A model class lists :class:`FilteredModelMixin` before its nerfstudio base class, calls :meth:`setup_filter` in
+``populate_modules``, and defines ``has_filter`` and ``config.line_search``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Dict, List, Optional
+
+import torch
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
+from nerfstudio.utils import writer
+from nerfstudio.viewer.viewer_elements import ViewerNumber
+from torch import Tensor, nn
+from torch.nn import Parameter
+
+from rff_field.core.filter import filter_parameters
+from rff_field.core.line_search import FilterLineSearch
+from rff_field.core.optim import FILTER_GROUP, attach_line_search
+from rff_field.nerf.divergence import divergence_callback
+from rff_field.nerf.lpips import load_lpips
+
+FILTER_LR_TAG = "learning_rate/filter"
+"""Scalar under which the filter's learning rate is logged."""
+FILTER_LR_BUFFER = "filter_lr"
+"""Name of the model's buffer holding the filter's rate of the last training step (saved in checkpoints)."""
+
+
+class FilteredModelMixin:
+    """The filter's training machinery for a nerfstudio ``Model`` (see the module docstring)."""
+
+    config: object
+    line_search: Optional[FilterLineSearch]
+    viewer_filter_lr: Optional[ViewerNumber]
+    filter_lr: Tensor
+
+    @property
+    def has_filter(self) -> bool:
+        """Whether the model has a filter (then the ``filter`` optimizer group exists)."""
+        raise NotImplementedError
+
+    def setup_filter(self) -> None:
+        """Create the state this mixin uses; call it from ``populate_modules``."""
+        self.line_search = None
+        self._train_loss: Optional[Tensor] = None
+        self._lpips: Optional[nn.Module] = None
+        self._lpips_tried = False
+        self.viewer_filter_lr = None
+        # float32: a float64 buffer could not move to MPS devices
+        self.register_buffer(FILTER_LR_BUFFER, torch.zeros(()))  # type: ignore[attr-defined]
+        self.register_load_state_dict_pre_hook(_accept_checkpoints_without_rate)  # type: ignore[attr-defined]
+        self.register_load_state_dict_post_hook(_show_loaded_rate)  # type: ignore[attr-defined]
+        if self.has_filter:
+            self.viewer_filter_lr = ViewerNumber(
+                name="Filter LR", default_value=0.0, disabled=True, hint="The filter's learning rate at the last step"
+            )
+
+    def show_filter_lr(self) -> None:
+        """Show the rate of the last training step (also that of a loaded checkpoint) in the viewer."""
+        if self.viewer_filter_lr is not None:
+            self.viewer_filter_lr.value = float(f"{float(self.filter_lr):.6g}")  # float32 digits, not 1.0000000474e-3
+
+    def split_filter_group(self, groups: Dict[str, List[Parameter]], source: str) -> Dict[str, List[Parameter]]:
+        """``groups`` with the filters' parameters moved from the group ``source`` into a ``filter`` group (none when
+        there is no filter)."""
+        filter_ids = {id(p) for p in filter_parameters(self)}  # type: ignore[arg-type]
+        if not filter_ids:
+            return groups
+        groups = dict(groups)
+        groups[FILTER_GROUP] = [p for p in groups[source] if id(p) in filter_ids]
+        groups[source] = [p for p in groups[source] if id(p) not in filter_ids]
+        return groups
+
+    def record_training_loss(self, loss_dict: Dict[str, Tensor]) -> None:
+        """Keep the total of a training step's losses (what the trainer backpropagates) for the line search."""
+        if self.training:  # type: ignore[attr-defined]
+            self._train_loss = functools.reduce(torch.add, loss_dict.values())  # as nerfstudio's trainer sums them
+
+    def training_loss(self) -> Optional[Tensor]:
+        """The total loss of the last training forward pass."""
+        return self._train_loss
+
+    def filter_callbacks(self, attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
+        """Stop on divergence; attach the line search to the trainer's optimizers (under its ``GradScaler``) and
+        keep the filter's rate in the buffer saved in checkpoints every step (on the device) and log it (scalar,
+        viewer) every ``--logging.steps-per-log`` steps."""
+        stop_on_divergence = divergence_callback(self, attributes)  # type: ignore[arg-type]
+        if not self.has_filter:
+            return [stop_on_divergence]
+        optimizers = attributes.optimizers
+        assert optimizers is not None
+        if FILTER_GROUP not in optimizers.optimizers:
+            raise RuntimeError(f"the trainer has no optimizer for the '{FILTER_GROUP}' parameter group")
+        filter_optimizer = optimizers.optimizers[FILTER_GROUP]
+        if optimizers.schedulers.get(FILTER_GROUP) is not None:
+            raise RuntimeError(f"the '{FILTER_GROUP}' group must have no scheduler: its rate is set by the model")
+        if self.line_search is not None:
+            self.line_search.remove()
+            self.line_search = None
+        groups = self.get_param_groups()  # type: ignore[attr-defined]
+        self.line_search = attach_line_search(
+            self.config.line_search,  # type: ignore[attr-defined]
+            list(optimizers.optimizers.values()),
+            self.training_loss,
+            filter_params=groups[FILTER_GROUP],
+            inr_params=[p for name, ps in groups.items() if name != FILTER_GROUP for p in ps],
+            grad_scaler=attributes.grad_scaler,
+        )
+
+        def keep_filter_lr(step: int) -> None:
+            # a copy on the device, so that the checkpoint holds the rate without a host read every step
+            lr = filter_optimizer.param_groups[0]["lr"]
+            if isinstance(lr, Tensor):
+                self.filter_lr.copy_(lr.detach())
+            else:
+                self.filter_lr.fill_(lr)
+
+        def log_filter_lr(step: int) -> None:
+            # one read from the device per logged step; the line search itself never waits for the host
+            last = self.line_search.last if self.line_search is not None else {}
+            lr = last["lr"] if last else float(self.filter_lr)
+            writer.put_scalar(name=FILTER_LR_TAG, scalar=lr, step=step)
+            if last:
+                writer.put_scalar(name="filter_line_search/d_filter", scalar=last["d_filter"], step=step)
+                writer.put_scalar(name="filter_line_search/lr_d_inr", scalar=last["lr_d_inr"], step=step)
+            self.show_filter_lr()
+
+        after_step = [TrainingCallbackLocation.AFTER_TRAIN_ITERATION]
+        callbacks = [stop_on_divergence, TrainingCallback(where_to_run=after_step, func=keep_filter_lr)]
+        trainer = attributes.trainer
+        every = trainer.config.logging.steps_per_log if trainer is not None else 1
+        if every > 0:  # at the steps where nerfstudio logs its own scalars (none when it logs nothing)
+            log = TrainingCallback(where_to_run=after_step, func=log_filter_lr, update_every_num_iters=every)
+            callbacks.append(log)
+        return callbacks
+
+    def lpips_metric(self) -> Optional[nn.Module]:
+        """torchmetrics' LPIPS on the model's device, or None when switched off or its weights cannot be loaded."""
+        if not getattr(self.config, "compute_lpips", True):
+            return None
+        if not self._lpips_tried:
+            self._lpips_tried = True
+            # Kept out of the module tree, so that checkpoints do not depend on whether LPIPS could be loaded.
+            object.__setattr__(self, "_lpips", load_lpips())
+        if self._lpips is not None:
+            self._lpips.to(self.device)  # type: ignore[attr-defined]
+        return self._lpips
+
+
+def _accept_checkpoints_without_rate(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+    """Checkpoints written before the rate was kept load too (the viewer then shows 0)."""
+    key = prefix + FILTER_LR_BUFFER
+    if key not in state_dict:
+        state_dict[key] = getattr(module, FILTER_LR_BUFFER).detach().clone()
+
+
+def _show_loaded_rate(module, incompatible_keys) -> None:
+    module.show_filter_lr()
