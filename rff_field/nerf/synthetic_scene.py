@@ -1,10 +1,17 @@
-"""A small analytic scene, ray-cast in numpy and written as a Blender-format dataset (no download needed).
+"""A small analytic scene, ray-cast in numpy and written as a Blender-format dataset or as an unbounded capture in
+nerfstudio's format (no download needed).
 
 The scene has sharp edges and flat regions on purpose: a checkered slab, a cube with one colour per face, a
 striped cylinder and a sphere, lit by a fixed directional light (view-independent shading, so a NeRF can fit it
 exactly). Cameras follow the Blender/OpenGL convention of the NeRF synthetic scenes (camera looks along -z, y up,
-z up in the world), at distance 4 from the origin, with the chair scene's field of view; the folder is read by
-nerfstudio's ``blender-data`` parser.
+z up in the world).
+
+- :func:`write_blender_scene`: transparent background, cameras at distance 4 with the chair scene's field of view;
+  read by nerfstudio's ``blender-data`` parser.
+- :func:`write_nerfstudio_capture`: the same objects on a textured ground plane that reaches far out (radius 12),
+  under a textured sky at infinity, photographed from cameras around the objects at 2.5-4.5 units: what a user's
+  capture of an object outdoors looks like (``transforms.json``, read by ``nerfstudio-data``, the parser of
+  ``rff-nerfacto`` and nerfacto).
 """
 
 from __future__ import annotations
@@ -182,10 +189,11 @@ def orbit_pose(azimuth_deg: float, elevation_deg: float, distance: float = CAMER
     return look_at(position)
 
 
-def render_view(
-    c2w: Float[Array, "4 4"], size: int, camera_angle_x: float = CAMERA_ANGLE_X, supersample: int = 3
-) -> Float[Array, "size size 4"]:
-    """Render an RGBA image (straight alpha) through a pinhole camera, ``supersample**2`` rays per pixel.
+def pixel_rays(
+    c2w: Float[Array, "4 4"], size: int, camera_angle_x: float, supersample: int
+) -> Tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
+    """Origins and directions of ``supersample**2`` rays per pixel of a square pinhole camera, ordered so that
+    ``reshape(size, supersample, size, supersample, ...)`` groups them by pixel.
 
     Pixel centres are at half-integer coordinates, as in nerfstudio's ``Cameras.generate_rays``.
     """
@@ -195,7 +203,14 @@ def render_view(
     v, u = np.meshgrid(coords.ravel(), coords.ravel(), indexing="ij")
     dirs_cam = np.stack([(u - size / 2) / focal, -(v - size / 2) / focal, -np.ones_like(u)], axis=-1).reshape(-1, 3)
     dirs = dirs_cam @ c2w[:3, :3].T
-    origins = np.broadcast_to(c2w[:3, 3], dirs.shape)
+    return np.broadcast_to(c2w[:3, 3], dirs.shape), dirs
+
+
+def render_view(
+    c2w: Float[Array, "4 4"], size: int, camera_angle_x: float = CAMERA_ANGLE_X, supersample: int = 3
+) -> Float[Array, "size size 4"]:
+    """Render an RGBA image (straight alpha) of the objects, ``supersample**2`` rays per pixel."""
+    origins, dirs = pixel_rays(c2w, size, camera_angle_x, supersample)
     colours, hit = cast_rays(origins, dirs)
     ss = supersample
     rgba = np.concatenate([colours * hit[:, None], hit[:, None].astype(np.float64)], axis=-1)
@@ -271,5 +286,122 @@ def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progres
         meta = {"camera_angle_x": CAMERA_ANGLE_X, "frames": split_frames}
         (output_dir / f"transforms_{split}.json").write_text(json.dumps(meta, indent=2))
     info = {"generator": "rff_field.nerf.synthetic_scene", **asdict(spec), "objects": [p.name for p in SCENE]}
+    (output_dir / "scene.json").write_text(json.dumps(info, indent=2))
+    return output_dir
+
+
+GROUND_Z = -0.6
+"""Height of the ground plane (the slab's underside)."""
+GROUND_RADIUS = 12.0
+"""The ground plane ends at this distance from the origin; beyond it the rays see the sky."""
+CAPTURE_ANGLE_X = math.radians(60.0)
+"""Horizontal field of view of the capture's cameras (a phone's wide lens)."""
+
+
+def _ground_colour(points: Float[Array, "n 3"]) -> Float[Array, "n 3"]:
+    """Large grass and stone tiles (0.75 units), lit like the objects, fading towards the horizon colour."""
+    cells = np.floor(points[:, 0] / 0.75) + np.floor(points[:, 1] / 0.75)
+    tiles = np.where((cells % 2 == 0)[:, None], np.array([0.36, 0.55, 0.25]), np.array([0.62, 0.6, 0.55]))
+    shaded = tiles * (0.35 + 0.65 * LIGHT[2])
+    fade = np.clip(np.linalg.norm(points[:, :2], axis=-1) / GROUND_RADIUS, 0, 1)[:, None] ** 2
+    return (1 - fade) * shaded + fade * np.array([0.8, 0.85, 0.9])
+
+
+def sky_colour(dirs: Float[Array, "n 3"]) -> Float[Array, "n 3"]:
+    """The sky at infinity (a function of the direction only): a horizon-to-zenith gradient with cloud bands."""
+    dirs = dirs / np.linalg.norm(dirs, axis=-1, keepdims=True)
+    height = np.clip(dirs[:, 2], 0, 1)[:, None]
+    gradient = (1 - height) * np.array([0.8, 0.85, 0.9]) + height * np.array([0.25, 0.45, 0.85])
+    azimuth = np.arctan2(dirs[:, 1], dirs[:, 0])
+    clouds = np.clip(np.sin(5 * azimuth + 8 * dirs[:, 2]) * np.sin(3 * azimuth - 2.0), 0, 1) ** 2
+    clouds = clouds * np.clip(4 * dirs[:, 2] + 0.2, 0, 1)  # none below the horizon
+    return (1 - clouds[:, None]) * gradient + clouds[:, None] * np.array([0.97, 0.97, 0.97])
+
+
+def cast_rays_unbounded(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Float[Array, "n 3"]:
+    """Shade rays against the objects, then the ground plane, then the sky: every ray gets a colour.
+
+    Cameras are above the ground and the objects stand on it, so a ray that meets an object meets it before the
+    ground.
+    """
+    origins = np.asarray(origins, dtype=np.float64)
+    dirs = np.asarray(dirs, dtype=np.float64)
+    dirs = dirs / np.linalg.norm(dirs, axis=-1, keepdims=True)
+    colours, hit = cast_rays(origins, dirs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (GROUND_Z - origins[:, 2]) / dirs[:, 2]
+    points = origins + dirs * np.where(np.isfinite(t) & (t > 0), t, 0)[:, None]
+    ground = ~hit & np.isfinite(t) & (t > 0) & (np.linalg.norm(points[:, :2], axis=-1) <= GROUND_RADIUS)
+    sky = ~hit & ~ground
+    colours[ground] = _ground_colour(points[ground])
+    colours[sky] = sky_colour(dirs[sky])
+    return np.clip(colours, 0, 1)
+
+
+@dataclass
+class CaptureSpec:
+    """What :func:`write_nerfstudio_capture` generates.
+
+    Args:
+        image_size: Width and height of every image (pixels).
+        num_views: Photos (nerfstudio's parser holds out every tenth or so for evaluation).
+        distance_min: Nearest camera distance from the origin.
+        distance_max: Farthest camera distance.
+        seed: Seed of the camera positions.
+        supersample: Rays per pixel side (anti-aliasing).
+    """
+
+    image_size: int = 64
+    num_views: int = 40
+    distance_min: float = 2.5
+    distance_max: float = 4.5
+    seed: int = 0
+    supersample: int = 3
+
+
+def capture_poses(spec: CaptureSpec) -> List[Array]:
+    """Cameras around the objects, above the ground (5 to 45 degrees of elevation), looking at the origin."""
+    rng = np.random.default_rng(spec.seed)
+    azimuth = 360 * (np.arange(spec.num_views) + rng.uniform(0, 1, spec.num_views)) / spec.num_views
+    elevation = rng.uniform(5, 45, spec.num_views)
+    distance = rng.uniform(spec.distance_min, spec.distance_max, spec.num_views)
+    return [orbit_pose(a, e, d) for a, e, d in zip(azimuth, elevation, distance)]
+
+
+def write_nerfstudio_capture(output_dir: Path, spec: CaptureSpec = CaptureSpec(), progress: bool = False) -> Path:
+    """Render the unbounded scene and write ``transforms.json`` and ``images/frame_<i>.png`` under ``output_dir``.
+
+    Args:
+        output_dir: Folder to create; it must not exist or be empty.
+        spec: Image size, number of views, camera distances and seed.
+        progress: Show a progress bar.
+
+    Returns:
+        ``output_dir``.
+    """
+    output_dir = Path(output_dir)
+    if output_dir.exists() and any(output_dir.iterdir()):
+        raise UsageError(f"{output_dir} is not empty; choose a new folder for the generated capture")
+    if spec.image_size < 4 or spec.num_views < 2 or not 0 < spec.distance_min <= spec.distance_max:
+        raise UsageError(f"need image_size >= 4, at least two views and 0 < distance_min <= distance_max, got {spec}")
+    from rich.progress import track
+
+    (output_dir / "images").mkdir(parents=True, exist_ok=True)
+    poses = capture_poses(spec)
+    frames = []
+    for i, pose in enumerate(track(poses, description="Rendering the capture") if progress else poses):
+        origins, dirs = pixel_rays(pose, spec.image_size, CAPTURE_ANGLE_X, spec.supersample)
+        ss, size = spec.supersample, spec.image_size
+        rgb = cast_rays_unbounded(origins, dirs).reshape(size, ss, size, ss, 3).mean(axis=(1, 3))
+        name = f"images/frame_{i + 1:05d}.png"
+        Image.fromarray(np.round(rgb * 255).astype(np.uint8), mode="RGB").save(output_dir / name)
+        frames.append({"file_path": name, "transform_matrix": pose.tolist()})
+    focal = 0.5 * spec.image_size / math.tan(0.5 * CAPTURE_ANGLE_X)
+    centre = spec.image_size / 2
+    meta = {"camera_model": "OPENCV", "fl_x": focal, "fl_y": focal, "cx": centre, "cy": centre,
+            "w": spec.image_size, "h": spec.image_size, "frames": frames}  # fmt: skip
+    (output_dir / "transforms.json").write_text(json.dumps(meta, indent=2))
+    info = {"generator": "rff_field.nerf.synthetic_scene (unbounded capture)", **asdict(spec),
+            "objects": [p.name for p in SCENE], "ground_radius": GROUND_RADIUS}  # fmt: skip
     (output_dir / "scene.json").write_text(json.dumps(info, indent=2))
     return output_dir

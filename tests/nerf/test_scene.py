@@ -1,4 +1,5 @@
-"""The bundled synthetic scene: a Blender-format dataset that nerfstudio reads with the cameras we rendered."""
+"""The bundled synthetic scene, as a Blender-format dataset and as an unbounded nerfstudio-data capture, which
+nerfstudio reads with the cameras we rendered."""
 
 from __future__ import annotations
 
@@ -8,10 +9,25 @@ import numpy as np
 import pytest
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from PIL import Image
 
 from rff_field.core.errors import UsageError
-from rff_field.nerf.synthetic_scene import SceneSpec, cast_rays, look_at, orbit_pose, render_view, write_blender_scene
+from rff_field.nerf.synthetic_scene import (
+    CAPTURE_ANGLE_X,
+    GROUND_RADIUS,
+    GROUND_Z,
+    CaptureSpec,
+    SceneSpec,
+    cast_rays,
+    cast_rays_unbounded,
+    look_at,
+    orbit_pose,
+    pixel_rays,
+    render_view,
+    write_blender_scene,
+    write_nerfstudio_capture,
+)
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +102,64 @@ def test_camera_helpers():
     )
     assert hit.tolist() == [True, False]
     assert torch.all(torch.as_tensor(colours[0]) > 0)
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    spec = CaptureSpec(image_size=24, num_views=10, supersample=1)
+    return write_nerfstudio_capture(tmp_path_factory.mktemp("capture") / "capture", spec), spec
+
+
+def test_capture_layout(capture):
+    path, spec = capture
+    meta = json.loads((path / "transforms.json").read_text())
+    assert meta["camera_model"] == "OPENCV" and (meta["w"], meta["h"]) == (24, 24)
+    assert [f["file_path"] for f in meta["frames"]] == [f"images/frame_{i:05d}.png" for i in range(1, 11)]
+    for frame in meta["frames"]:
+        image = Image.open(path / frame["file_path"])
+        assert image.mode == "RGB" and image.size == (24, 24)
+        position = np.array(frame["transform_matrix"])[:3, 3]
+        assert spec.distance_min - 1e-9 <= np.linalg.norm(position) <= spec.distance_max + 1e-9
+        assert position[2] > GROUND_Z  # above the ground
+
+
+def test_capture_is_unbounded_objects_ground_and_sky(capture):
+    """Every pixel is opaque, and a view shows the objects, the ground and the sky."""
+    path, _ = capture
+    meta = json.loads((path / "transforms.json").read_text())
+    c2w = np.array(meta["frames"][0]["transform_matrix"])
+    origins, dirs = pixel_rays(c2w, 24, CAPTURE_ANGLE_X, 1)
+    _, objects = cast_rays(origins, dirs)
+    dirs = dirs / np.linalg.norm(dirs, axis=-1, keepdims=True)
+    ground_t = (GROUND_Z - origins[:, 2]) / np.where(dirs[:, 2] < 0, dirs[:, 2], -1e-12)
+    ground_points = origins + dirs * ground_t[:, None]
+    ground = ~objects & (dirs[:, 2] < 0) & (np.linalg.norm(ground_points[:, :2], axis=1) <= GROUND_RADIUS)
+    sky = ~objects & ~ground
+    assert objects.any() and ground.any() and sky.any()
+    far = np.linalg.norm(ground_points[ground] - origins[ground], axis=1)
+    assert far.max() > 2 * CaptureSpec().distance_max  # background far behind the objects
+
+
+def test_nerfstudio_parser_rays_see_what_we_rendered(capture):
+    """nerfstudio-data (its reorientation, recentring and scaling undone) gives the rays we rendered: the same
+    colours pixel for pixel, and cameras inside its [-1, 1] scene box with the background far outside it."""
+    path, _ = capture
+    outputs = NerfstudioDataParserConfig(data=path, train_split_fraction=1.0).setup().get_dataparser_outputs("train")
+    transform, scale = outputs.dataparser_transform, outputs.dataparser_scale
+    rotation, translation = transform[:, :3], transform[:, 3]
+    assert outputs.cameras.camera_to_worlds[:, :3, 3].abs().max() <= 1 + 1e-5
+    for index in range(len(outputs.image_filenames)):
+        rays = outputs.cameras.generate_rays(camera_indices=index)
+        origins = (rays.origins.reshape(-1, 3) / scale - translation) @ rotation  # back to the world frame
+        dirs = rays.directions.reshape(-1, 3) @ rotation
+        expected = cast_rays_unbounded(origins.double().numpy(), dirs.double().numpy())
+        image = np.asarray(Image.open(outputs.image_filenames[index])).reshape(-1, 3) / 255
+        assert np.abs(image - expected).max() <= 0.5 / 255 + 1e-4
+
+
+def test_capture_refuses_bad_input(capture, tmp_path):
+    path, spec = capture
+    with pytest.raises(UsageError, match="not empty"):
+        write_nerfstudio_capture(path, spec)
+    with pytest.raises(UsageError, match="at least two views"):
+        write_nerfstudio_capture(tmp_path / "one", CaptureSpec(num_views=1))
