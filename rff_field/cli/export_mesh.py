@@ -1,4 +1,4 @@
-"""``rff-export-mesh``: a coloured mesh from the density field of a trained rff-nerf / rff-nerf-lite run."""
+"""``rff-export-mesh``: a coloured mesh from the density field of a trained rff-nerf or rff-nerfacto run."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ Vec3 = Tuple[float, float, float]
 
 @dataclass
 class ExportMesh:
-    """Extract a mesh from a trained rff-nerf model: marching cubes on its density field, vertex colours from the
-    field, largest connected component kept, written with open3d."""
+    """Extract a mesh from a trained rff-nerf or rff-nerfacto model: marching cubes on its density field, vertex
+    colours from the field, largest connected component kept, written with open3d."""
 
     load_config: Path
-    """config.yml of a trained rff-nerf or rff-nerf-lite run (ns-train prints its path at the end)."""
+    """config.yml of a trained rff-nerf(-lite) or rff-nerfacto(-lite) run (ns-train prints its path at the end)."""
     output_path: Path = Path("mesh.ply")
     """Mesh file to write (.ply, .obj, .off or .stl)."""
     resolution: int = 256
@@ -31,7 +31,7 @@ class ExportMesh:
     """Density at which the surface is placed (higher: tighter surface, lower: more floaters). 10 suits short
     CPU runs; long-trained models have denser surfaces (try 25-50)."""
     field: Literal["fine", "coarse"] = "fine"
-    """Which of the model's two fields to mesh."""
+    """Which of rff-nerf's two fields to mesh (rff-nerfacto has one main field: fine)."""
     bbox_min: Optional[Vec3] = None
     """Lower corner of the box to mesh (default: the scene box of the run's dataset)."""
     bbox_max: Optional[Vec3] = None
@@ -73,12 +73,17 @@ class ExportMesh:
         from rff_field.nerf.quiet import quiet_known_warnings
 
         quiet_known_warnings()
-        read_run_config(self.load_config)  # fail fast, before the dataset and the model are loaded
+        run = read_run_config(self.load_config)  # fail fast, before the dataset and the model are loaded
+        if self.field == "coarse" and not hasattr(run.pipeline.model, "num_coarse_samples"):
+            raise UsageError(f"--field coarse: a '{run.method_name}' run has one main field (fine); omit --field")
         _, _, model, step = load_rff_pipeline(self.load_config, test_mode="inference")
         aabb = model.scene_box.aabb
         bbox_min = self.bbox_min if self.bbox_min is not None else tuple(aabb[0].tolist())
         bbox_max = self.bbox_max if self.bbox_max is not None else tuple(aabb[1].tolist())
-        field = model.field_fine if self.field == "fine" else model.field_coarse
+        if hasattr(model, "field_fine"):
+            field = model.field_fine if self.field == "fine" else model.field_coarse
+        else:
+            field = model.field  # rff-nerfacto's main field (its proposal networks are coarse density fields)
         with CONSOLE.status(f"Marching cubes on a {self.resolution}^3 grid of the {self.field} density..."):
             mesh = density_mesh(
                 field,

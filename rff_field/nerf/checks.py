@@ -18,6 +18,7 @@ from rff_field.core.errors import UsageError
 
 if TYPE_CHECKING:
     from rff_field.nerf.model import RFFNeRFModelConfig
+    from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 
 TestMode = Literal["test", "val", "inference"]
 
@@ -54,6 +55,38 @@ def check_model_config(config: "RFFNeRFModelConfig") -> None:
         near, far = params.get("near_plane"), params.get("far_plane")
         if near is None or far is None or not 0 <= near < far:
             raise UsageError(f"--pipeline.model.collider-params needs 0 <= near_plane < far_plane, got {dict(params)}")
+
+
+def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
+    """Raise :class:`UsageError` for options ``rff-nerfacto`` cannot be built with."""
+    positive = {
+        "hidden-dim": config.hidden_dim,
+        "base-num-layers": config.base_num_layers,
+        "hidden-dim-color": config.hidden_dim_color,
+        "num-frequencies": config.num_frequencies,
+        "rff-num-frequencies": config.rff_num_frequencies,
+        "filter-num-layers": config.filter_num_layers,
+        "pe-scale": config.pe_scale,
+        "rff-sigma": config.rff_sigma,
+        "num-nerf-samples-per-ray": config.num_nerf_samples_per_ray,
+        "num-proposal-iterations": config.num_proposal_iterations,
+        "eval-num-rays-per-chunk": config.eval_num_rays_per_chunk,
+        "far-plane": config.far_plane,
+    }
+    for name, value in positive.items():
+        if not value > 0:
+            raise UsageError(f"--pipeline.model.{name} must be positive, got {value}")
+    samples = config.num_proposal_samples_per_ray
+    if len(samples) < config.num_proposal_iterations or not all(n > 0 for n in samples):
+        raise UsageError(
+            f"--pipeline.model.num-proposal-samples-per-ray {' '.join(map(str, samples))} needs a positive count for "
+            f"each of the {config.num_proposal_iterations} proposal iterations"
+        )
+    if not 0 <= config.near_plane < config.far_plane:
+        raise UsageError(
+            f"--pipeline.model.near-plane must lie in [0, far-plane), got {config.near_plane} (far {config.far_plane})"
+        )
+    config.line_search.check(prefix="--pipeline.model.line-search.")
 
 
 def _needed_split(test_mode: TestMode) -> str:

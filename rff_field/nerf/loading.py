@@ -1,4 +1,5 @@
-"""Load a trained ``rff-nerf`` run (its ``config.yml`` and latest checkpoint), with clear errors for wrong input."""
+"""Load a trained run of this package's methods (its ``config.yml`` and latest checkpoint), with clear errors for
+wrong input."""
 
 from __future__ import annotations
 
@@ -8,17 +9,26 @@ from typing import Literal, Tuple
 import torch
 import yaml
 from nerfstudio.engine.trainer import TrainerConfig
+from nerfstudio.models.base_model import Model
 from nerfstudio.pipelines.base_pipeline import Pipeline
 
 from rff_field.core.errors import UsageError
-from rff_field.nerf.model import RFFNeRFModel, RFFNeRFModelConfig
+from rff_field.nerf.model import RFFNeRFModelConfig
+from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 from rff_field.nerf.pipeline import check_finite_checkpoint
 
+OUR_MODELS = (RFFNeRFModelConfig, RFFNerfactoModelConfig)
+"""Model configs of the methods this package registers."""
 
-def read_run_config(config_path: Path) -> TrainerConfig:
-    """Read a run's ``config.yml`` and check that it is an ``rff-nerf`` run with a checkpoint.
+
+def read_run_config(config_path: Path, any_method: bool = False) -> TrainerConfig:
+    """Read a run's ``config.yml`` and check that it is a run of this package's methods with a checkpoint.
 
     The checkpoint folder is taken next to ``config.yml``, so a run can be loaded from any working directory.
+
+    Args:
+        config_path: The run's ``config.yml``.
+        any_method: Accept runs of any nerfstudio method (the benchmark evaluates nerfstudio's own methods too).
 
     Raises:
         UsageError: The file is missing, is not a nerfstudio config, is another method's, or has no checkpoint.
@@ -34,10 +44,10 @@ def read_run_config(config_path: Path) -> TrainerConfig:
         raise UsageError(f"{config_path} is not a readable nerfstudio config ({reason}); {hint}") from None
     if not isinstance(config, TrainerConfig):
         raise UsageError(f"{config_path} is not a nerfstudio config.yml; {hint}")
-    if not isinstance(config.pipeline.model, RFFNeRFModelConfig):
+    if not any_method and not isinstance(config.pipeline.model, OUR_MODELS):
         raise UsageError(
             f"{config_path} is a '{config.method_name}' run, not an rff-nerf one; this command reads runs of "
-            "rff-nerf and rff-nerf-lite (use ns-export for other methods)"
+            "rff-nerf, rff-nerf-lite, rff-nerfacto and rff-nerfacto-lite (use ns-export for other methods)"
         )
     checkpoint_dir = config_path.parent.resolve() / config.relative_model_dir
     if not checkpoint_dir.is_dir() or not any(checkpoint_dir.glob("step-*.ckpt")):
@@ -48,12 +58,18 @@ def read_run_config(config_path: Path) -> TrainerConfig:
 
 
 def load_rff_pipeline(
-    config_path: Path, test_mode: Literal["test", "val", "inference"] = "inference"
-) -> Tuple[TrainerConfig, Pipeline, RFFNeRFModel, int]:
-    """Load a trained ``rff-nerf`` run for inference (on CUDA when available), like nerfstudio's ``eval_setup``.
+    config_path: Path, test_mode: Literal["test", "val", "inference"] = "inference", any_method: bool = False
+) -> Tuple[TrainerConfig, Pipeline, Model, int]:
+    """Load a trained run for inference (on CUDA when available), like nerfstudio's ``eval_setup``.
 
     Unlike ``eval_setup`` it does not look the method up in nerfstudio's registry, so it also works where the
     package is importable but not installed (e.g. a bare GPU machine running the benchmark from the repository).
+
+    Args:
+        config_path: The run's ``config.yml``.
+        test_mode: Which splits to load ('test', 'val' or 'inference').
+        any_method: Accept runs of any nerfstudio method. Their checkpoints are read with ``weights_only=False``
+            (nerfstudio's own schedulers store numpy scalars): only for runs you trained yourself.
 
     Returns:
         The run's config, its pipeline, the model, and the step of the loaded checkpoint.
@@ -61,10 +77,11 @@ def load_rff_pipeline(
     Raises:
         UsageError: see :func:`read_run_config`.
     """
-    config = read_run_config(config_path)
+    config = read_run_config(config_path, any_method)
     config.load_dir = config.get_checkpoint_dir()
     checkpoint = max(config.load_dir.glob("step-*.ckpt"), key=lambda p: int(p.stem.split("-")[1]))
-    state = torch.load(checkpoint, map_location="cpu")
+    ours = isinstance(config.pipeline.model, OUR_MODELS)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=ours)
     check_finite_checkpoint(state["pipeline"], state["step"])  # before the dataset and the model are built
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     pipeline = config.pipeline.setup(device=device, test_mode=test_mode)
@@ -72,5 +89,5 @@ def load_rff_pipeline(
     pipeline.eval()
     pipeline.load_pipeline(state["pipeline"], state["step"])
     model = pipeline.model
-    assert isinstance(model, RFFNeRFModel)
+    assert isinstance(model, Model)
     return config, pipeline, model, int(state["step"])

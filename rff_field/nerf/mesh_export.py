@@ -1,4 +1,4 @@
-"""A coloured triangle mesh from the density field of a trained ``rff-nerf`` model.
+"""A coloured triangle mesh from the density field of a trained ``rff-nerf`` or ``rff-nerfacto`` model.
 
 Marching cubes (pymcubes) on the density sampled over a box, vertex colours from the field looking at each
 vertex from outside (along the negative normal), and only the largest connected component kept.
@@ -14,7 +14,7 @@ import torch
 from jaxtyping import Float
 from nerfstudio.cameras.rays import Frustums, RaySamples
 from nerfstudio.field_components.field_heads import FieldHeadNames
-from nerfstudio.fields.vanilla_nerf_field import NeRFField
+from nerfstudio.fields.base_field import Field
 from torch import Tensor
 
 from rff_field.common.mesh import keep_largest_component, marching_cubes, sample_grid, to_open3d
@@ -26,7 +26,8 @@ class EmptyMeshError(UsageError):
 
 
 def samples_at(positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]) -> RaySamples:
-    """Zero-length ray samples at ``positions`` seen along ``directions`` (a field query at points)."""
+    """Zero-length ray samples at ``positions`` seen along ``directions`` (a field query at points), from camera 0
+    (nerfacto's fields need a camera index; outside training they use the mean appearance embedding)."""
     zeros = torch.zeros_like(positions[..., :1])
     return RaySamples(
         frustums=Frustums(
@@ -35,13 +36,14 @@ def samples_at(positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]
             starts=zeros,
             ends=zeros,
             pixel_area=torch.ones_like(zeros),
-        )
+        ),
+        camera_indices=torch.zeros_like(zeros, dtype=torch.long),
     )
 
 
 @torch.no_grad()
 def field_colours(
-    field: NeRFField,
+    field: Field,
     points: np.ndarray,
     directions: np.ndarray,
     batch_size: int = 2**16,
@@ -59,9 +61,7 @@ def field_colours(
 
 
 @torch.no_grad()
-def _orient_outward(
-    field: NeRFField, mesh: o3d.geometry.TriangleMesh, step: float, device, samples: int = 2048
-) -> None:
+def _orient_outward(field: Field, mesh: o3d.geometry.TriangleMesh, step: float, device, samples: int = 2048) -> None:
     """Flip the triangles if the normals point into the dense side (the winding depends on the marching cubes)."""
     vertices, normals = np.asarray(mesh.vertices), np.asarray(mesh.vertex_normals)
     pick = np.random.default_rng(0).choice(len(vertices), size=min(samples, len(vertices)), replace=False)
@@ -76,7 +76,7 @@ def _orient_outward(
 
 @torch.no_grad()
 def density_mesh(
-    field: NeRFField,
+    field: Field,
     bbox_min: Sequence[float],
     bbox_max: Sequence[float],
     resolution: int = 256,

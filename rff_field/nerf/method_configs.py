@@ -1,21 +1,29 @@
-"""nerfstudio methods ``rff-nerf`` and ``rff-nerf-lite`` (registered through the ``nerfstudio.method_configs`` entry
-point of this package).
+"""nerfstudio methods ``rff-nerf``, ``rff-nerf-lite``, ``rff-nerfacto`` and ``rff-nerfacto-lite`` (registered through
+the ``nerfstudio.method_configs`` entry points of this package).
 
-``rff-nerf`` follows nerf-pytorch's Blender setup (the paper's NeRF experiments); ``rff-nerf-lite`` is the same
-model sized to train on a CPU in minutes. ``--pipeline.model.use-filter False`` gives the "MLP+PE" baseline of
-either, changing nothing else.
+``rff-nerf`` follows nerf-pytorch's Blender setup (the paper's NeRF experiments); ``rff-nerfacto`` is nerfstudio's
+nerfacto (its data parser, proposal networks, scene contraction, appearance embedding, mixed precision, tinycudann
+MLPs when installed) with a filtered Fourier feature field in place of the hash grid, for captures users bring
+(nerfstudio-data, COLMAP, unbounded). The ``-lite`` versions are sized to train on a CPU in minutes.
+``--pipeline.model.use-filter False`` gives the unfiltered baseline of each, changing nothing else.
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
+from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.configs.base_config import ViewerConfig
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
+from nerfstudio.data.datamanagers.parallel_datamanager import ParallelDataManagerConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.nerf.model import FIELDS_GROUP, RFFNeRFModelConfig
+from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 from rff_field.nerf.pipeline import RFFPipelineConfig, RFFTrainerConfig
 from rff_field.nerf.schedulers import FloatExponentialDecaySchedulerConfig
 
@@ -89,4 +97,87 @@ rff_nerf_lite = MethodSpecification(
     ),
     description="rff-nerf (filtered embedding, line-searched filter rate) sized for a CPU: 4x128 fields, 32+32 "
     "samples, 256 rays; trains in minutes",
+)
+
+
+def _nerfacto_optimizers(decay_steps: int) -> dict:
+    """nerfacto's groups, rates and schedules (with float rates), and the filter's own group without a scheduler."""
+
+    def group(lr: float, eps: float, lr_final: Optional[float], max_steps: int = decay_steps) -> dict:
+        scheduler = (
+            None if lr_final is None else FloatExponentialDecaySchedulerConfig(lr_final=lr_final, max_steps=max_steps)
+        )
+        return {"optimizer": AdamOptimizerConfig(lr=lr, eps=eps), "scheduler": scheduler}
+
+    return {
+        "proposal_networks": group(1e-2, 1e-15, 1e-4),
+        FIELDS_GROUP: group(1e-2, 1e-15, 1e-4),
+        "camera_opt": group(1e-3, 1e-15, 1e-4, max_steps=5000),
+        FILTER_GROUP: group(1e-3, 1e-8, None),
+    }
+
+
+rff_nerfacto = MethodSpecification(
+    config=RFFTrainerConfig(
+        method_name="rff-nerfacto",
+        steps_per_eval_batch=500,
+        steps_per_save=2000,
+        max_num_iterations=30000,
+        mixed_precision=True,
+        pipeline=RFFPipelineConfig(
+            datamanager=ParallelDataManagerConfig(
+                dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=4096, eval_num_rays_per_batch=4096
+            ),
+            model=RFFNerfactoModelConfig(
+                eval_num_rays_per_chunk=1 << 15,
+                average_init_density=0.01,
+                camera_optimizer=CameraOptimizerConfig(mode="SO3xR3"),
+            ),
+        ),
+        optimizers=_nerfacto_optimizers(decay_steps=200000),
+        viewer=ViewerConfig(num_rays_per_chunk=1 << 15),
+        vis="viewer",
+    ),
+    description="nerfacto (proposal networks, scene contraction, appearance embedding; nerfstudio-data, COLMAP) "
+    "with a filtered Fourier feature field in place of its hash grid and a line-searched filter rate",
+)
+
+rff_nerfacto_lite = MethodSpecification(
+    config=RFFTrainerConfig(
+        method_name="rff-nerfacto-lite",
+        steps_per_eval_batch=250,
+        steps_per_eval_image=1000,
+        steps_per_eval_all_images=100000,
+        steps_per_save=1000,
+        max_num_iterations=5000,
+        mixed_precision=False,
+        pipeline=RFFPipelineConfig(
+            datamanager=VanillaDataManagerConfig(
+                dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=512, eval_num_rays_per_batch=512
+            ),
+            model=RFFNerfactoModelConfig(
+                hidden_dim=64,
+                base_num_layers=3,
+                hidden_dim_color=64,
+                num_frequencies=8,
+                pe_scale=32.0,
+                appearance_embed_dim=16,
+                num_proposal_samples_per_ray=(32, 16),
+                num_nerf_samples_per_ray=16,
+                proposal_net_args_list=[
+                    {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 64, "use_linear": False},
+                    {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 128, "use_linear": False},
+                ],
+                implementation="torch",
+                eval_num_rays_per_chunk=4096,
+                average_init_density=0.01,
+                camera_optimizer=CameraOptimizerConfig(mode="SO3xR3"),
+            ),
+        ),
+        optimizers=_nerfacto_optimizers(decay_steps=50000),
+        viewer=ViewerConfig(num_rays_per_chunk=4096),
+        vis="viewer",
+    ),
+    description="rff-nerfacto sized for a CPU: 3x64 density MLP on a 51-channel filtered PE, 32+16 proposal and 16 "
+    "field samples, 512 rays; trains in minutes",
 )

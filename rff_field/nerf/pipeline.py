@@ -13,15 +13,18 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from torch.amp import GradScaler
 
 from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
-from rff_field.nerf.checks import TestMode, check_dataset, check_model_config
+from rff_field.nerf.checks import TestMode, check_dataset, check_model_config, check_nerfacto_config
 from rff_field.nerf.divergence import report_divergence_in_one_line
 from rff_field.nerf.model import RFFNeRFModelConfig
+from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 
 
 def check_pipeline_config(config: VanillaPipelineConfig, test_mode: TestMode = "val") -> None:
     """Raise :class:`UsageError` for model options or a dataset folder that cannot work."""
     if isinstance(config.model, RFFNeRFModelConfig):
         check_model_config(config.model)
+    elif isinstance(config.model, RFFNerfactoModelConfig):
+        check_nerfacto_config(config.model)
     check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None))
 
 
@@ -47,7 +50,7 @@ class RFFTrainerConfig(TrainerConfig):
 
 @dataclass
 class RFFPipelineConfig(VanillaPipelineConfig):
-    """The vanilla pipeline with input checks (what ``rff-nerf`` and ``rff-nerf-lite`` use)."""
+    """The vanilla pipeline with input checks (what the methods of this package use)."""
 
     _target: Type = field(default_factory=lambda: RFFPipeline)
     """target class to instantiate"""

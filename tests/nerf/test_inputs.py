@@ -13,9 +13,17 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
 from rff_field.core.optim import LineSearchConfig
-from rff_field.nerf.checks import UsageError, check_blender_dataset, check_dataset, check_model_config
+from rff_field.nerf.checks import (
+    UsageError,
+    check_blender_dataset,
+    check_dataset,
+    check_model_config,
+    check_nerfacto_config,
+)
 from rff_field.nerf.model import RFFNeRFModelConfig
+from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
+from tests.nerf.environment import OUR_METHODS, ns_environment
 
 BIN = Path(sys.executable).parent
 
@@ -30,23 +38,33 @@ def _copy(scene: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(scene, tmp_path / "copy"))
 
 
-def test_methods_are_registered():
+def test_methods_are_registered(monkeypatch):
     from nerfstudio.plugins.registry import discover_methods
 
+    # the entry points of an installed package, or nerfstudio's variable where it is not (re)installed yet
+    monkeypatch.setenv("NERFSTUDIO_METHOD_CONFIGS", OUR_METHODS)
     methods, descriptions = discover_methods()
-    assert {"rff-nerf", "rff-nerf-lite"} <= set(methods)
+    assert {"rff-nerf", "rff-nerf-lite", "rff-nerfacto", "rff-nerfacto-lite"} <= set(methods)
     assert methods["rff-nerf"].pipeline.model.base_mlp_num_layers == 8
     assert methods["rff-nerf"].pipeline.model.num_importance_samples == 128
     assert methods["rff-nerf-lite"].pipeline.model.base_mlp_layer_width < 256
-    for name in ("rff-nerf", "rff-nerf-lite"):
+    for name in ("rff-nerf", "rff-nerf-lite", "rff-nerfacto", "rff-nerfacto-lite"):
         assert methods[name].optimizers["filter"]["scheduler"] is None
         assert "filter" in descriptions[name]
+    assert methods["rff-nerfacto"].mixed_precision and methods["rff-nerfacto"].pipeline.model.implementation == "tcnn"
+    assert methods["rff-nerfacto-lite"].pipeline.model.implementation == "torch"
+    for name in ("rff-nerfacto", "rff-nerfacto-lite"):
+        assert isinstance(methods[name].pipeline.datamanager.dataparser, NerfstudioDataParserConfig)
+        assert methods[name].pipeline.model.predict_normals
 
 
 def test_listed_by_ns_train_help():
-    out = subprocess.run([str(BIN / "ns-train"), "--help"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [str(BIN / "ns-train"), "--help"], capture_output=True, text=True, timeout=300, env=ns_environment()
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "rff-nerf " in out.stdout and "rff-nerf-lite" in out.stdout
+    for name in ("rff-nerf ", "rff-nerf-lite", "rff-nerfacto ", "rff-nerfacto-lite"):
+        assert name in out.stdout
 
 
 def test_valid_scene_passes(scene):
@@ -117,6 +135,24 @@ def test_unsupported_options(override, message):
     check_model_config(RFFNeRFModelConfig())
     with pytest.raises(UsageError, match=message):
         check_model_config(RFFNeRFModelConfig(**override))
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"hidden_dim": 0}, "hidden-dim must be positive"),
+        ({"base_num_layers": 0}, "base-num-layers must be positive"),
+        ({"pe_scale": float("nan")}, "pe-scale must be positive"),
+        ({"num_nerf_samples_per_ray": 0}, "num-nerf-samples-per-ray must be positive"),
+        ({"num_proposal_samples_per_ray": (64,)}, "a positive count for each of the 2 proposal iterations"),
+        ({"near_plane": 2.0, "far_plane": 1.0}, "near-plane must lie in"),
+        ({"line_search": LineSearchConfig(lr_max=-1.0)}, "line-search.lr-max"),
+    ],
+)
+def test_unsupported_nerfacto_options(override, message):
+    check_nerfacto_config(RFFNerfactoModelConfig())
+    with pytest.raises(UsageError, match=message):
+        check_nerfacto_config(RFFNerfactoModelConfig(**override))
 
 
 def test_pipeline_stops_with_one_line(scene, tmp_path, capsys):

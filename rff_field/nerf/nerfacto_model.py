@@ -1,0 +1,223 @@
+"""``rff-nerfacto``: nerfstudio's nerfacto whose main field embeds the contracted position with a (filtered) Fourier
+feature embedding instead of a hash grid.
+
+Proposal networks, proposal sampling, scene contraction, appearance embedding, camera optimisation, losses and
+predicted normals are nerfacto's. The filter's parameters form the optimizer group ``filter``, whose rate the line
+search sets every step (as in ``rff-nerf``); ``use_filter=False`` is the unfiltered baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Literal, Optional, Tuple, Type
+
+import numpy as np
+import torch
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes
+from nerfstudio.field_components.spatial_distortions import SceneContraction
+from nerfstudio.fields.density_fields import HashMLPDensityField
+from nerfstudio.model_components.losses import MSELoss
+from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler, UniformSampler
+from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, NormalsRenderer, RGBRenderer
+from nerfstudio.model_components.scene_colliders import NearFarCollider
+from nerfstudio.model_components.shaders import NormalsShader
+from nerfstudio.models.base_model import Model
+from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
+from torch import Tensor
+from torch.nn import Parameter
+from torchmetrics.functional import structural_similarity_index_measure
+from torchmetrics.image import PeakSignalNoiseRatio
+
+from rff_field.core.filter import FilterInit
+from rff_field.core.optim import LineSearchConfig
+from rff_field.nerf.field import EncodingKind, FourierEncodingSpec, PEBands
+from rff_field.nerf.filtered_model import FilteredModelMixin
+from rff_field.nerf.nerfacto_field import FourierNerfactoField
+
+FIELDS_GROUP = "fields"
+"""nerfacto's optimizer group of the main field (the filter's parameters are moved out of it)."""
+
+
+@dataclass
+class RFFNerfactoModelConfig(NerfactoModelConfig):
+    """rff-nerfacto: nerfacto with a filtered Fourier feature field in place of its hash grid (Ma et al., ICML 2025).
+
+    nerfacto's hash-grid options (num_levels, base_res, max_res, log2_hashmap_size, features_per_level) do not
+    apply to the main field; the proposal networks keep theirs (proposal_net_args_list).
+    """
+
+    _target: Type = field(default_factory=lambda: RFFNerfactoModel)
+    base_num_layers: int = 4
+    """Layers of the density MLP on the embedding (its width is hidden_dim)."""
+    hidden_dim: int = 128
+    """Width of the density MLP."""
+    encoding: EncodingKind = "pe"
+    """Position embedding: 'pe' (on-axis bands) or 'rff' (random Fourier features)."""
+    num_frequencies: int = 12
+    """PE bands per coordinate."""
+    pe_bands: PEBands = "log-linear"
+    """PE bands: 'log-linear' = sin(2 pi s^(i/L) x), i=1..L (the paper); 'nerf' = sin(2^k x), k=0..L-1."""
+    pe_scale: float = 64.0
+    """Highest frequency s (cycles per unit of the contracted position) of the 'log-linear' bands."""
+    rff_num_frequencies: int = 64
+    """Number of random frequency vectors of the 'rff' embedding (it has twice as many features)."""
+    rff_sigma: float = 8.0
+    """Standard deviation (cycles per unit) of the 'rff' frequencies."""
+    rff_seed: int = 0
+    """Seed of the 'rff' frequencies (stored in checkpoints)."""
+    use_filter: bool = True
+    """Filter the position embedding (False gives the unfiltered baseline)."""
+    filter_num_layers: int = 3
+    """Linear layers of the filter (width = embedding width, ReLU between, none after the last)."""
+    filter_bias: bool = False
+    """Give the filter biases (ablation only: it is no longer a linear filter)."""
+    filter_init: FilterInit = "default"
+    """Filter weights at start: PyTorch's default (the paper), or scaled/identity/orthogonal times the gain."""
+    filter_init_gain: float = 1.0
+    """Gain of the scaled/identity/orthogonal filter initialisations."""
+    line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
+    """The filter's learning rate, set every step by the paper's line search; with ``enabled`` off the 'filter'
+    optimizer's constant rate."""
+    predict_normals: bool = True
+    """Predict normals (the 'normals' output that ns-export pointcloud and poisson read)."""
+    implementation: Literal["tcnn", "torch"] = "tcnn"
+    """MLPs and direction encoding: 'tcnn' (tinycudann; torch with nerfstudio's notice when it is missing) or
+    'torch'. The embedding and the filter are always torch."""
+    compute_lpips: bool = True
+    """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
+
+    def position_spec(self) -> FourierEncodingSpec:
+        """The position embedding this config describes."""
+        rff = self.encoding == "rff"
+        return FourierEncodingSpec(
+            kind=self.encoding,
+            num_frequencies=self.rff_num_frequencies if rff else self.num_frequencies,
+            pe_bands=self.pe_bands,
+            pe_scale=self.pe_scale,
+            rff_sigma=self.rff_sigma,
+            rff_seed=self.rff_seed,
+            include_input=True,
+            filtered=self.use_filter,
+            filter_num_layers=self.filter_num_layers,
+            filter_bias=self.filter_bias,
+            filter_init=self.filter_init,
+            filter_init_gain=self.filter_init_gain,
+        )
+
+
+class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
+    """nerfacto with :class:`~rff_field.nerf.nerfacto_field.FourierNerfactoField` and the filter's line search.
+
+    Args:
+        config: The model's configuration.
+    """
+
+    config: RFFNerfactoModelConfig
+    field: FourierNerfactoField
+
+    def populate_modules(self) -> None:
+        """nerfacto's modules, with the Fourier field, and LPIPS loaded only when evaluating (offline it is skipped).
+
+        Written out rather than calling ``NerfactoModel.populate_modules``, which builds a hash-grid field and
+        downloads LPIPS weights.
+        """
+        Model.populate_modules(self)
+        config = self.config
+        contraction = None if config.disable_scene_contraction else SceneContraction(order=float("inf"))
+        self.field = FourierNerfactoField(
+            self.scene_box.aabb,
+            num_images=self.num_train_data,
+            position=config.position_spec(),
+            num_layers=config.base_num_layers,
+            hidden_dim=config.hidden_dim,
+            hidden_dim_color=config.hidden_dim_color,
+            hidden_dim_transient=config.hidden_dim_transient,
+            spatial_distortion=contraction,
+            use_pred_normals=config.predict_normals,
+            use_average_appearance_embedding=config.use_average_appearance_embedding,
+            appearance_embedding_dim=config.appearance_embed_dim if config.use_appearance_embedding else 0,
+            average_init_density=config.average_init_density,
+            implementation=config.implementation,
+        )
+        self.camera_optimizer = config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
+
+        # nerfacto's proposal networks and sampler
+        self.proposal_networks = torch.nn.ModuleList()
+        num_networks = 1 if config.use_same_proposal_network else config.num_proposal_iterations
+        for i in range(num_networks):
+            args = config.proposal_net_args_list[min(i, len(config.proposal_net_args_list) - 1)]
+            network = HashMLPDensityField(self.scene_box.aabb, spatial_distortion=contraction, **args,
+                                          average_init_density=config.average_init_density,
+                                          implementation=config.implementation)  # fmt: skip
+            self.proposal_networks.append(network)
+        self.density_fns = [self.proposal_networks[min(i, num_networks - 1)].density_fn
+                            for i in range(config.num_proposal_iterations)]  # fmt: skip
+
+        def update_schedule(step):
+            return np.clip(np.interp(step, [0, config.proposal_warmup], [0, config.proposal_update_every]), 1,
+                           config.proposal_update_every)  # fmt: skip
+
+        self.proposal_sampler = ProposalNetworkSampler(
+            num_nerf_samples_per_ray=config.num_nerf_samples_per_ray,
+            num_proposal_samples_per_ray=config.num_proposal_samples_per_ray,
+            num_proposal_network_iterations=config.num_proposal_iterations,
+            single_jitter=config.use_single_jitter,
+            update_sched=update_schedule,
+            initial_sampler=(
+                UniformSampler(single_jitter=config.use_single_jitter)
+                if config.proposal_initial_sampler == "uniform"
+                else None
+            ),
+        )
+        self.collider = NearFarCollider(near_plane=config.near_plane, far_plane=config.far_plane)
+
+        self.renderer_rgb = RGBRenderer(background_color=config.background_color)
+        self.renderer_accumulation = AccumulationRenderer()
+        self.renderer_depth = DepthRenderer(method="median")
+        self.renderer_expected_depth = DepthRenderer(method="expected")
+        self.renderer_normals = NormalsRenderer()
+        self.normals_shader = NormalsShader()
+
+        self.rgb_loss = MSELoss()
+        self.psnr = PeakSignalNoiseRatio(data_range=1.0)
+        self.ssim = structural_similarity_index_measure
+        self.step = 0
+        self.setup_filter()
+
+    @property
+    def has_filter(self) -> bool:
+        """Whether the position embedding is filtered (then the ``filter`` optimizer group exists)."""
+        return self.config.use_filter
+
+    def lpips(self, image: Tensor, reference: Tensor) -> Tensor:
+        """What nerfacto's evaluation calls: LPIPS, or NaN (then dropped from the metrics) without its weights."""
+        metric = self.lpips_metric()
+        return metric(image, reference) if metric is not None else torch.tensor(float("nan"))
+
+    def get_param_groups(self) -> Dict[str, List[Parameter]]:
+        """nerfacto's groups (``proposal_networks``, ``fields``, ``camera_opt``), the filter moved to ``filter``."""
+        return self.split_filter_group(super().get_param_groups(), FIELDS_GROUP)
+
+    def get_loss_dict(self, outputs, batch, metrics_dict=None) -> Dict[str, Tensor]:
+        """nerfacto's losses; in training, their sum is kept for the line search."""
+        loss_dict = super().get_loss_dict(outputs, batch, metrics_dict)
+        self.record_training_loss(loss_dict)
+        return loss_dict
+
+    def get_training_callbacks(
+        self, training_callback_attributes: TrainingCallbackAttributes
+    ) -> List[TrainingCallback]:
+        """nerfacto's proposal annealing, then the divergence stop, the line search and the filter-rate log."""
+        return super().get_training_callbacks(training_callback_attributes) + self.filter_callbacks(
+            training_callback_attributes
+        )
+
+    def get_image_metrics_and_images(
+        self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
+    ) -> Tuple[Dict[str, float], Dict[str, Tensor]]:
+        """nerfacto's PSNR, SSIM and images; LPIPS when its weights load."""
+        metrics, images = super().get_image_metrics_and_images(outputs, batch)
+        lpips: Optional[float] = metrics.pop("lpips", None)
+        if lpips is not None and np.isfinite(lpips):
+            metrics["lpips"] = lpips
+        return metrics, images

@@ -1,0 +1,216 @@
+"""rff-nerfacto: real trainings on the generated unbounded capture (nerfstudio-data) and on a Blender scene, then
+evaluation, the line search inside nerfacto's four optimizers, the rate kept in the checkpoint, ns-export
+pointcloud with its defaults, tinycudann's torch fallback, and the filter-off baseline."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import open3d as o3d
+import pytest
+import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.scene_box import SceneBox
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+from nerfstudio.engine.trainer import TrainerConfig
+
+from rff_field.core.optim import FILTER_GROUP
+from rff_field.nerf.evaluate import evaluate_views
+from rff_field.nerf.loading import load_rff_pipeline
+from rff_field.nerf.nerfacto_field import FourierNerfactoField
+from rff_field.nerf.nerfacto_model import RFFNerfactoModel, RFFNerfactoModelConfig
+from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
+from rff_field.nerf.training import lite_config, reset_nerfstudio_logging, train_in_process
+from tests.nerf.environment import ns_environment
+from tests.nerf.rule_watcher import RuleWatcher
+
+STEPS = 12
+LR_MAX = 10.0  # wide bounds, so that the rule's value is not just its upper bound
+BIN = Path(sys.executable).parent
+GROUPS = {"proposal_networks", "fields", "camera_opt", FILTER_GROUP}
+
+
+def tiny_config(data: Path, output_dir: Path, steps: int = STEPS, blender: bool = False) -> TrainerConfig:
+    """rff-nerfacto-lite shrunk to a fraction of a second per step."""
+    from rff_field.nerf.method_configs import rff_nerfacto_lite
+
+    config = lite_config(data, output_dir, steps, experiment_name="tiny", base=rff_nerfacto_lite.config)
+    if blender:
+        config.pipeline.datamanager.dataparser = BlenderDataParserConfig()
+    config.pipeline.datamanager.train_num_rays_per_batch = 64
+    config.pipeline.datamanager.eval_num_rays_per_batch = 64
+    model = config.pipeline.model
+    assert isinstance(model, RFFNerfactoModelConfig)
+    model.hidden_dim, model.base_num_layers, model.hidden_dim_color, model.hidden_dim_transient = 16, 2, 16, 16
+    model.num_frequencies, model.appearance_embed_dim = 3, 4
+    model.num_proposal_samples_per_ray, model.num_nerf_samples_per_ray = (8, 8), 8
+    args = {"hidden_dim": 8, "log2_hashmap_size": 8, "num_levels": 2, "max_res": 32, "use_linear": False}
+    model.proposal_net_args_list = [dict(args), dict(args)]
+    model.compute_lpips = False
+    model.line_search.lr_max = LR_MAX
+    config.steps_per_eval_batch = 5
+    config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    return config
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    return write_nerfstudio_capture(
+        tmp_path_factory.mktemp("capture") / "capture", CaptureSpec(image_size=16, num_views=10, supersample=1)
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(capture, tmp_path_factory):
+    """rff-nerfacto-lite trained on the unbounded capture, watched by an independent check of the rule."""
+    watch = {}
+
+    def on_setup(trainer):
+        watch["watcher"] = RuleWatcher(trainer)
+        watch["model"] = trainer.pipeline.model
+
+    config_path = train_in_process(tiny_config(capture, tmp_path_factory.mktemp("runs")), on_setup=on_setup)
+    return {"config_path": config_path, **watch}
+
+
+def test_trains_on_the_unbounded_capture_with_the_line_search(trained):
+    model: RFFNerfactoModel = trained["model"]
+    watcher: RuleWatcher = trained["watcher"]
+    assert set(model.get_param_groups()) == GROUPS
+    assert len(model.line_search.history) == STEPS == len(watcher.observed)
+    np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
+    (checkpoint,) = (trained["config_path"].parent / "nerfstudio_models").glob("step-*.ckpt")
+    state = torch.load(checkpoint, map_location="cpu")  # weights_only, as ns-eval and ns-viewer load it
+    assert set(state["optimizers"]) == GROUPS and set(state["schedulers"]) == GROUPS - {FILTER_GROUP}
+    # the last step's rate is in the checkpoint, and a loaded model shows it in the viewer
+    assert float(state["pipeline"]["_model.filter_lr"]) == pytest.approx(model.line_search.history[-1], rel=1e-6)
+    _, pipeline, loaded, step = load_rff_pipeline(trained["config_path"], test_mode="test")
+    assert step == STEPS - 1
+    assert loaded.viewer_filter_lr.value == pytest.approx(model.line_search.history[-1], rel=1e-5)
+    assert loaded.viewer_filter_lr.value > 0
+
+
+def test_evaluates_the_held_out_views(trained, tmp_path):
+    _, pipeline, model, _ = load_rff_pipeline(trained["config_path"], test_mode="test")
+    metrics = evaluate_views(pipeline, tmp_path, progress=False)
+    assert metrics["num_views"] == 1  # nerfstudio-data holds out one view in ten
+    assert np.isfinite(metrics["mean"]["psnr"]) and 0 < metrics["mean"]["ssim"] <= 1
+    outputs = model.get_outputs_for_camera(pipeline.datamanager.eval_dataset.cameras[0:1])
+    for key in ("rgb", "depth", "accumulation", "normals", "pred_normals", "prop_depth_0"):
+        assert outputs[key].shape[:2] == (16, 16)
+    assert 0 <= float(outputs["normals"].min()) and float(outputs["normals"].max()) <= 1  # as ns-export expects
+
+
+def test_trains_and_evaluates_on_a_blender_scene(tmp_path):
+    scene = write_blender_scene(tmp_path / "scene", SceneSpec(image_size=16, num_train=4, num_val=1, num_test=2))
+    config_path = train_in_process(tiny_config(scene, tmp_path / "runs", steps=3, blender=True))
+    _, pipeline, _, _ = load_rff_pipeline(config_path, test_mode="test")
+    metrics = evaluate_views(pipeline, tmp_path / "eval", progress=False)
+    assert metrics["num_views"] == 2 and np.isfinite(metrics["mean"]["psnr"])
+    assert sorted(p.name for p in (tmp_path / "eval" / "renders").glob("r_0_*")) == [
+        "r_0_depth.png",
+        "r_0_gt.png",
+        "r_0_rgb.png",
+    ]
+
+
+def test_ns_export_pointcloud_with_its_defaults(trained, tmp_path):
+    """The real command, default normal method (the model's 'normals' output): a coloured cloud with normals."""
+    cmd = [str(BIN / "ns-export"), "pointcloud", "--load-config", str(trained["config_path"]),
+           "--output-dir", str(tmp_path / "cloud"), "--num-points", "300"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path, env=ns_environment())
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert "not found" not in out.stdout
+    cloud = o3d.io.read_point_cloud(str(tmp_path / "cloud" / "point_cloud.ply"))
+    assert len(cloud.points) > 0 and cloud.has_normals() and cloud.has_colors()
+    normals = np.asarray(cloud.normals)
+    np.testing.assert_allclose(np.linalg.norm(normals, axis=1), 1, atol=1e-3)
+
+
+def test_export_mesh_of_the_main_field(trained, tmp_path, capsys):
+    from rff_field.cli.export_mesh import ExportMesh, run
+    from rff_field.common.mesh import sample_grid
+
+    model = trained["model"]
+    box = ([-0.5] * 3, [0.5] * 3)
+    grid = sample_grid(lambda x: model.field.density_fn(x)[..., 0], *box, 16)
+    threshold = float(np.quantile(grid, 0.9))  # a level the short-trained density surely crosses
+    args = dict(
+        load_config=trained["config_path"], resolution=16, threshold=threshold, bbox_min=box[0], bbox_max=box[1]
+    )
+    assert run(ExportMesh(output_path=tmp_path / "mesh.ply", **args)) == 0
+    mesh = o3d.io.read_triangle_mesh(str(tmp_path / "mesh.ply"))
+    assert len(mesh.triangles) > 0 and mesh.has_vertex_colors()
+    assert run(ExportMesh(output_path=tmp_path / "coarse.ply", field="coarse", **args)) == 2
+    assert "has one main field" in capsys.readouterr().err and not (tmp_path / "coarse.ply").exists()
+
+
+def test_the_tcnn_option_falls_back_to_torch_with_nerfstudios_notice(capsys):
+    """tinycudann is absent here: 'tcnn' builds the same torch modules as 'torch', and says so."""
+    from nerfstudio.utils.external import TCNN_EXISTS
+
+    assert not TCNN_EXISTS
+    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
+    models = {}
+    for implementation in ("torch", "tcnn"):
+        torch.manual_seed(0)
+        config = RFFNerfactoModelConfig(implementation=implementation, compute_lpips=False)
+        models[implementation] = config.setup(scene_box=box, num_train_data=3)
+        printed = capsys.readouterr().out
+        assert ("Using a slow implementation for the MLP module" in printed) == (implementation == "tcnn")
+    torch_model, fallback = models["torch"], models["tcnn"]
+    assert fallback.field.mlp_base.mlp.tcnn_encoding is None and fallback.field.mlp_head.tcnn_encoding is None
+    shapes = {name: p.shape for name, p in torch_model.named_parameters()}
+    assert {name: p.shape for name, p in fallback.named_parameters()} == shapes
+    positions = torch.rand(64, 3) * 2 - 1
+    with torch.no_grad():
+        assert torch.equal(torch_model.field.density_fn(positions), fallback.field.density_fn(positions))
+
+
+def test_filter_off_is_the_baseline_with_one_change():
+    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
+    on = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False).setup(scene_box=box, num_train_data=3)
+    off = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False, use_filter=False).setup(
+        scene_box=box, num_train_data=3
+    )
+    assert set(on.get_param_groups()) == GROUPS and set(off.get_param_groups()) == GROUPS - {FILTER_GROUP}
+    for name in GROUPS - {FILTER_GROUP}:
+        assert [p.shape for p in on.get_param_groups()[name]] == [p.shape for p in off.get_param_groups()[name]]
+    d = 3 + 3 * 2 * 12  # log-linear PE, 12 bands per axis, input included
+    assert [tuple(p.shape) for p in on.get_param_groups()[FILTER_GROUP]] == [(d, d)] * 3
+    assert isinstance(on.field, FourierNerfactoField) and not hasattr(on.field, "log2_hashmap_size")
+
+
+def test_line_search_under_mixed_precision_and_a_grad_scaler(capture, tmp_path):
+    """nerfstudio's train_iteration with autocast and an enabled GradScaler (a CPU one: nerfstudio's own disables
+    itself without CUDA): the rule sees the unscaled gradients."""
+    reset_nerfstudio_logging()
+    config = tiny_config(capture, tmp_path / "runs", steps=4)
+    config.set_timestamp()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.mixed_precision = True  # nerfstudio turns it off on the CPU; autocast runs in bfloat16 here
+    trainer.grad_scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    trainer.setup()
+    watcher = RuleWatcher(trainer)
+    model: RFFNerfactoModel = trainer.pipeline.model
+    try:
+        for step in range(4):
+            trainer.step = step
+            trainer.pipeline.train()
+            for callback in trainer.callbacks:
+                callback.run_callback_at_location(step, TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+            trainer.train_iteration(step)
+            for callback in trainer.callbacks:
+                callback.run_callback_at_location(step, TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+    finally:
+        trainer.shutdown()
+        reset_nerfstudio_logging()
+    assert trainer.grad_scaler.get_scale() >= 2.0**9  # the gradients were scaled (by 1024, or 512 after an overflow)
+    assert len(watcher.inputs) == 4
+    np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
+    assert float(model.filter_lr) == pytest.approx(model.line_search.history[-1], rel=1e-6)
