@@ -1,10 +1,13 @@
 """The NeRF benchmark: nerfstudio methods and their variants trained on one scene, evaluated on its test views.
 
-A variant is ``[LABEL:]METHOD[,key=value...]`` (:mod:`rff_field.bench.variants`): a nerfstudio method (``rff-nerf``,
-``rff-nerf-lite``, or any method nerfstudio knows) and overrides of its trainer config, found by name
-(``use_filter=false``, ``base_mlp_layer_width=140``) or by dotted path (``pipeline.model.line_search.enabled``).
-Each variant is a job (``runs/<label>/metrics.json``, renders): trained in this process with the same seed and
-data for ``steps`` steps or ``seconds`` of wall time, whichever ends first, then evaluated on every test view.
+A variant is ``[LABEL:]METHOD[,key=value...]`` (:mod:`rff_field.bench.variants`): a nerfstudio method (this
+package's ``rff-nerf``, ``rff-nerfacto`` and their ``-lite`` sizes, or any method nerfstudio knows, e.g. ``nerfacto``)
+and overrides of its trainer config, found by name (``use_filter=false``, ``base_mlp_layer_width=140``) or by dotted
+path (``pipeline.model.line_search.enabled``). The data parser follows the scene's layout (``blender-data`` for
+``transforms_train.json``, ``nerfstudio-data`` for ``transforms.json``) whatever the method's default. Each variant
+is a job (``runs/<label>/metrics.json``, renders): trained in this process with the same seed and data for
+``steps`` steps or ``seconds`` of wall time, whichever ends first, then evaluated on every test view (PSNR, SSIM,
+LPIPS when its weights load, and rays per second of the test renderings).
 ``timing`` measures seconds per step with the variants' trainers alternating in one process (equal conditions);
 ``report`` writes results.json, results.md and a figure of test views.
 """
@@ -51,6 +54,8 @@ class NerfBenchConfig:
     """Training seed, the same for every variant."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where to train."""
+    eval_views: Optional[int] = None
+    """Evaluate this many test views, evenly spaced (None: all of them)."""
     jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
     """Which variants to run, and how."""
 
@@ -62,6 +67,8 @@ class NerfBenchConfig:
             raise UsageError(f"--steps must be at least 1, got {self.steps}")
         if self.seconds is not None and not self.seconds > 0:
             raise UsageError(f"--seconds must be positive, got {self.seconds}")
+        if self.eval_views is not None and self.eval_views < 1:
+            raise UsageError(f"--eval-views must be at least 1, got {self.eval_views}")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu")
         variants = [parse_variant(text) for text in self.variants]
@@ -89,9 +96,10 @@ class NerfBenchConfig:
 
 def base_config(method: str):
     """The ``TrainerConfig`` of a nerfstudio method (this package's methods without nerfstudio's registry)."""
-    from rff_field.nerf import method_configs
+    from rff_field.nerf import method_configs as ours_
 
-    ours = {spec.config.method_name: spec.config for spec in (method_configs.rff_nerf, method_configs.rff_nerf_lite)}
+    specs = (ours_.rff_nerf, ours_.rff_nerf_lite, ours_.rff_nerfacto, ours_.rff_nerfacto_lite)
+    ours = {spec.config.method_name: spec.config for spec in specs}
     if method in ours:
         return ours[method]
     from nerfstudio.configs.method_configs import all_methods
@@ -108,11 +116,25 @@ def trainer_config(bench: NerfBenchConfig, variant: Variant, out: Path):
     config = lite_config(bench.data, out / "nerfstudio", bench.steps, experiment_name=variant.label,
                          device_type=bench.device, base=base_config(variant.method))  # fmt: skip
     config.machine.seed = bench.seed
+    config.pipeline.datamanager.dataparser = dataparser_for(bench.data, config.pipeline.datamanager.dataparser)
     config.pipeline.datamanager.camera_res_scale_factor = bench.scale
     config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
     config.steps_per_eval_batch = 500
     set_options([config], {k: v for k, v in variant.overrides.items() if k != "method"})
     return config
+
+
+def dataparser_for(data: Path, parser):
+    """``parser``, or the parser that reads ``data``'s layout when ``parser`` would not (Blender-format scenes and
+    nerfstudio datasets; other layouts keep ``parser``)."""
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    if (data / "transforms_train.json").exists() and not isinstance(parser, BlenderDataParserConfig):
+        return BlenderDataParserConfig()
+    if (data / "transforms.json").exists() and not isinstance(parser, NerfstudioDataParserConfig):
+        return NerfstudioDataParserConfig()
+    return parser
 
 
 def _filter_parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -128,6 +150,7 @@ def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
 
     from rff_field.nerf.evaluate import evaluate_views
     from rff_field.nerf.loading import load_rff_pipeline
+    from rff_field.nerf.lpips import lpips_or_nan
     from rff_field.nerf.training import quiet_known_warnings, train_in_process
 
     quiet_known_warnings()
@@ -153,7 +176,8 @@ def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
         watched["model"] = trainer.pipeline.model
 
     start = time.perf_counter()
-    config_path = train_in_process(config, on_setup=watch)
+    with lpips_or_nan():  # nerfstudio's own models build LPIPS at once, which needs a download
+        config_path = train_in_process(config, on_setup=watch)
     train_seconds = time.perf_counter() - start
     model = watched["model"]
     inr_params, filter_params = _filter_parameter_counts(model)
@@ -161,9 +185,10 @@ def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
     history = list(search.history) if search is not None else []
     bounds = getattr(model.config, "line_search", None)
 
-    _, pipeline, _, _ = load_rff_pipeline(config_path, test_mode="test")
     folder = bench.out / job.folder
-    metrics = evaluate_views(pipeline, folder, progress=False)
+    with lpips_or_nan():
+        _, pipeline, _, _ = load_rff_pipeline(config_path, test_mode="test", any_method=True)
+        metrics = evaluate_views(pipeline, folder, progress=False, max_views=bench.eval_views)
     steady = step_times[10:] or step_times
     result = {
         "label": job.variant.label,
@@ -183,6 +208,8 @@ def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
         "seconds_per_step_median": statistics.median(steady),
         "test": metrics["mean"],
         "test_views": metrics["views"],
+        "eval_rays_per_second": sum(v["rays"] for v in metrics["views"])
+        / sum(v["render_seconds"] for v in metrics["views"]),
         "filter_lr": {
             "steps": len(history),
             "at_upper_bound": sum(lr >= bounds.lr_max for lr in history) / len(history) if history else None,
@@ -276,7 +303,9 @@ class NerfReport:
     out: Path = Path("outputs/bench-nerf")
     """The benchmark's output folder."""
     dest: Path = Path("benchmarks/nerf")
-    """Where to write results.json, results.md and test_views.png."""
+    """Where to write NAME.json, NAME.md and NAME_views.png."""
+    name: str = "results"
+    """Stem of the report's files (``results``: results.json, results.md, test_views.png as before)."""
     title: str = "NeRF benchmark"
     """Heading of results.md."""
     how: str = ""
@@ -299,10 +328,16 @@ class NerfReport:
             "timing_interleaved": timings,
             "how_measured": self.how,
         }
-        (self.dest / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (self.dest / "results.md").write_text(self.markdown(runs, timings))
+        (self.dest / f"{self.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (self.dest / f"{self.name}.md").write_text(self.markdown(runs, timings))
         self.figure(runs)
-        print(f"wrote {self.dest / 'results.json'}, {self.dest / 'results.md'}, {self.dest / 'test_views.png'}")
+        written = (f"{self.name}.json", f"{self.name}.md", self.figure_name)
+        print("wrote " + ", ".join(str(self.dest / name) for name in written))
+
+    @property
+    def figure_name(self) -> str:
+        """The figure's file name."""
+        return "test_views.png" if self.name == "results" else f"{self.name}_views.png"
 
     def markdown(self, runs: list[dict], timings: list[dict]) -> str:
         """results.md: one row per variant, differences to the first, timings, filter rates."""
@@ -314,14 +349,16 @@ class NerfReport:
             f"device {first['device']}; machine: {first['machine']}. Test views: {len(first['test_views'])}.",
             "",
             "| variant | spec | steps | train s | test PSNR (dB) | test SSIM | INR params | filter params "
-            "| s/step (own run) |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            "| s/step (own run) | test rays/s |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in runs:
+            rays = r.get("eval_rays_per_second")
             lines.append(
                 f"| {r['label']} | `{r['variant']}` | {r['steps']} | {r['train_seconds']:.0f} | "
                 f"{r['test']['psnr']:.2f} | {r['test']['ssim']:.4f} | {r['params_inr']:,} | "
-                f"{r['params_filter']:,} | {r['seconds_per_step_median']:.3f} |"
+                f"{r['params_filter']:,} | {r['seconds_per_step_median']:.3f} | "
+                f"{'' if rays is None else f'{rays:,.0f}'} |"
             )
         for r in runs[1:]:
             wins = sum(a["psnr"] > b["psnr"] for a, b in zip(r["test_views"], first["test_views"]))
@@ -343,7 +380,7 @@ class NerfReport:
                           f"{100 * lr['at_lower_bound']:.1f}%, median {lr['median']:.2e}."]  # fmt: skip
         if self.how:
             lines += ["", "How measured: " + self.how]
-        lines += ["", "![test views](test_views.png)", ""]
+        lines += ["", f"![test views]({self.figure_name})", ""]
         return "\n".join(lines)
 
     def figure(self, runs: list[dict]) -> None:
@@ -370,5 +407,5 @@ class NerfReport:
                 ax.set_title(f"{view}: {title}" if col == 0 else title, fontsize=8)
                 ax.axis("off")
         fig.tight_layout()
-        fig.savefig(self.dest / "test_views.png", dpi=110)
+        fig.savefig(self.dest / self.figure_name, dpi=110)
         plt.close(fig)

@@ -85,7 +85,11 @@ def parse_variant(text: str, presets: Mapping[str, str] = {}, methods: Optional[
 
 
 def option_paths(config: object, prefix: str = "") -> dict[str, tuple[object, str]]:
-    """Every option of a (nested) dataclass instance: dotted path -> (the instance holding it, its field name)."""
+    """Every option of a (nested) dataclass instance: dotted path -> (the instance holding it, its field name).
+
+    Dataclasses inside dictionaries are included under their keys (nerfstudio's
+    ``optimizers.fields.optimizer.lr``).
+    """
     out: dict[str, tuple[object, str]] = {}
     for field in dataclasses.fields(config):
         if field.name.startswith("_"):
@@ -93,8 +97,20 @@ def option_paths(config: object, prefix: str = "") -> dict[str, tuple[object, st
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             out.update(option_paths(value, f"{prefix}{field.name}."))
+        elif isinstance(value, dict):
+            out.update(_dict_paths(value, f"{prefix}{field.name}."))
         else:
             out[prefix + field.name] = (config, field.name)
+    return out
+
+
+def _dict_paths(mapping: dict, prefix: str) -> dict[str, tuple[object, str]]:
+    out: dict[str, tuple[object, str]] = {}
+    for key, value in mapping.items():
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out.update(option_paths(value, f"{prefix}{key}."))
+        elif isinstance(value, dict):
+            out.update(_dict_paths(value, f"{prefix}{key}."))
     return out
 
 
@@ -113,18 +129,25 @@ def set_options(
         notify: Receives a notice for each option name of an earlier version.
     """
     paths: dict[str, tuple[object, str]] = {}
+    in_dicts: set[str] = set()  # reached by their full path only, so that short names mean what they meant before
     for config in configs:
         for path, target in option_paths(config).items():
             paths.setdefault(path, target)
+            if _under_dict(config, path):
+                in_dicts.add(path)
+
+    def matching(key: str) -> list[str]:
+        return [key] if key in paths else [p for p in paths if p.endswith("." + key) and p not in in_dicts]
+
     for key, text in overrides.items():
         if key in skip:
             continue
-        matches = [key] if key in paths else [path for path in paths if path.endswith("." + key)]
+        matches = matching(key)
         if not matches and key in LEGACY_KEYS:
             if notify is not None:
                 notify(f"option {key!r} in a variant is now {LEGACY_KEYS[key]!r}")
             key = LEGACY_KEYS[key]
-            matches = [key] if key in paths else [path for path in paths if path.endswith("." + key)]
+            matches = matching(key)
         if not matches:
             raise UsageError(f"unknown option {key!r} in a variant; use an option of the config (see --help)")
         if len(matches) > 1:
@@ -132,6 +155,16 @@ def set_options(
         holder, name = paths[matches[0]]
         hint = typing.get_type_hints(type(holder))[name]
         setattr(holder, name, convert(text, hint, key))
+
+
+def _under_dict(config: object, path: str) -> bool:
+    """Whether the option at ``path`` of ``config`` is reached through a dictionary."""
+    node = config
+    for part in path.split(".")[:-1]:
+        if isinstance(node, dict):
+            return True
+        node = getattr(node, part)
+    return isinstance(node, dict)
 
 
 def convert(text: str, hint: object, name: str) -> object:

@@ -1,13 +1,16 @@
 """Optional LPIPS: torchmetrics' LPIPS downloads AlexNet weights when built, which fails offline.
 
 :func:`load_lpips` returns the metric when it can be built, else ``None`` after one notice per process, so that
-training and evaluation go on with PSNR and SSIM.
+training and evaluation go on with PSNR and SSIM. :func:`lpips_or_nan` lets nerfstudio's own models, which build
+LPIPS at once, be built and evaluated offline too (their LPIPS is then NaN).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import contextlib
+from typing import Iterator, Optional
 
+import torch
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch import nn
 
@@ -31,3 +34,29 @@ def load_lpips() -> Optional[nn.Module]:
             )
             _notice_shown = True
         return None
+
+
+class NaNLPIPS(nn.Module):
+    """Stands in for torchmetrics' LPIPS when its weights cannot be loaded: every score is NaN."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+
+    def forward(self, image: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(float("nan"))
+
+
+@contextlib.contextmanager
+def lpips_or_nan() -> Iterator[None]:
+    """Within the block, torchmetrics' LPIPS class is :class:`NaNLPIPS` if the real one cannot be built."""
+    from torchmetrics.image import lpip
+
+    if load_lpips() is not None:
+        yield
+        return
+    original = lpip.LearnedPerceptualImagePatchSimilarity
+    lpip.LearnedPerceptualImagePatchSimilarity = NaNLPIPS  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        lpip.LearnedPerceptualImagePatchSimilarity = original  # type: ignore[misc]
