@@ -28,6 +28,7 @@ from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_j
 from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.machine import machine_description
 from rff_field.common.options import Flat
+from rff_field.common.outputs import write_json
 from rff_field.core.errors import UsageError
 
 DEFAULT_VARIANTS = ("baseline:rff-nerf-lite,use_filter=false", "filter:rff-nerf-lite")
@@ -189,6 +190,10 @@ def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
     with lpips_or_nan():
         _, pipeline, _, _ = load_rff_pipeline(config_path, test_mode="test", any_method=True)
         metrics = evaluate_views(pipeline, folder, progress=False, max_views=bench.eval_views)
+    for scores in (metrics["mean"], *metrics["views"]):  # nerfstudio's vanilla-nerf: fine_ssim, fine_lpips
+        for name in ("ssim", "lpips"):
+            if name not in scores and f"fine_{name}" in scores:
+                scores[name] = scores[f"fine_{name}"]
     steady = step_times[10:] or step_times
     result = {
         "label": job.variant.label,
@@ -297,6 +302,69 @@ class NerfTiming:
 
 
 @dataclass
+class NerfEvalTiming:
+    """Rays per second of finished variants rendering test views, side by side: the trained models take turns
+    rendering the same views in one process, so that they all see the same machine load (the fair speed ratio)."""
+
+    out: Path = Path("outputs/bench-nerf")
+    """The benchmark's output folder (its finished variants are loaded)."""
+    labels: tuple[str, ...] = ()
+    """Variants to time (default: every finished one); the first is the reference of the ratios."""
+    views: int = 2
+    """Test views rendered per round, evenly spaced."""
+    rounds: int = 3
+    """Rounds (each model renders the views once per round, in alternating order)."""
+
+    def main(self) -> dict:
+        """Measure and write ``eval-timing.json``; returns the result."""
+        from rff_field.nerf.evaluate import synchronize
+        from rff_field.nerf.loading import load_rff_pipeline
+        from rff_field.nerf.lpips import lpips_or_nan
+        from rff_field.nerf.training import quiet_known_warnings
+
+        finished = {p.parent.name: json.loads(p.read_text()) for p in (self.out / "runs").glob("*/metrics.json")}
+        labels = list(self.labels) or sorted(finished)
+        missing = [label for label in labels if label not in finished]
+        if missing or not labels:
+            raise UsageError(
+                f"no finished variant {missing or ''} under {self.out / 'runs'}; run `rff-bench nerf` first"
+            )
+        if self.views < 1 or self.rounds < 1:
+            raise UsageError(f"--views and --rounds must be at least 1, got {self.views} and {self.rounds}")
+        quiet_known_warnings()
+        models, cameras = {}, {}
+        with lpips_or_nan():
+            for label in labels:
+                _, pipeline, model, _ = load_rff_pipeline(Path(finished[label]["config"]), "test", any_method=True)
+                all_cameras = pipeline.datamanager.eval_dataset.cameras
+                picks = sorted({round(i * (len(all_cameras) - 1) / max(self.views - 1, 1)) for i in range(self.views)})
+                models[label], cameras[label] = model, [all_cameras[i : i + 1] for i in picks]
+        seconds: dict[str, list[float]] = {label: [] for label in labels}
+        rays = {label: sum(int(c.width * c.height) for c in cameras[label]) for label in labels}
+        with torch.no_grad():
+            for index in range(self.rounds):
+                for label in labels if index % 2 == 0 else labels[::-1]:
+                    model = models[label]
+                    synchronize(model.device)
+                    start = time.perf_counter()
+                    for camera in cameras[label]:
+                        model.get_outputs_for_camera(camera)
+                    synchronize(model.device)
+                    seconds[label].append(time.perf_counter() - start)
+        speed = {label: rays[label] / statistics.median(seconds[label]) for label in labels}
+        result = {
+            "machine": machine_description(next(iter(models.values())).device),
+            "views": self.views,
+            "rounds": self.rounds,
+            "rays_per_second_median": speed,
+            "ratio_to_first": {label: speed[label] / speed[labels[0]] for label in labels},
+        }
+        write_json(self.out / "eval-timing.json", result)
+        print(json.dumps(result, indent=1))
+        return result
+
+
+@dataclass
 class NerfReport:
     """Collect the finished variants (and timings) of a NeRF benchmark into results.json, results.md and a PNG."""
 
@@ -320,16 +388,19 @@ class NerfReport:
             raise UsageError(f"no finished variants under {self.out / 'runs'}; run `rff-bench nerf` first")
         runs = [json.loads(path.read_text()) for path in paths]
         timings = [json.loads(p.read_text()) for p in sorted(self.out.glob("timing-*.json"))]
+        eval_timing_path = self.out / "eval-timing.json"
+        eval_timing = json.loads(eval_timing_path.read_text()) if eval_timing_path.exists() else None
         self.dest.mkdir(parents=True, exist_ok=True)
         summary = {
             "machine": runs[0]["machine"],
             "variants": {r["label"]: {k: v for k, v in r.items() if k not in ("test_views", "config")} for r in runs},
             "per_view": {r["label"]: r["test_views"] for r in runs},
             "timing_interleaved": timings,
+            "eval_timing_interleaved": eval_timing,
             "how_measured": self.how,
         }
         (self.dest / f"{self.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (self.dest / f"{self.name}.md").write_text(self.markdown(runs, timings))
+        (self.dest / f"{self.name}.md").write_text(self.markdown(runs, timings, eval_timing))
         self.figure(runs)
         written = (f"{self.name}.json", f"{self.name}.md", self.figure_name)
         print("wrote " + ", ".join(str(self.dest / name) for name in written))
@@ -339,7 +410,7 @@ class NerfReport:
         """The figure's file name."""
         return "test_views.png" if self.name == "results" else f"{self.name}_views.png"
 
-    def markdown(self, runs: list[dict], timings: list[dict]) -> str:
+    def markdown(self, runs: list[dict], timings: list[dict], eval_timing: Optional[dict] = None) -> str:
         """results.md: one row per variant, differences to the first, timings, filter rates."""
         first = runs[0]
         lines = [
@@ -348,15 +419,15 @@ class NerfReport:
             f"Data `{Path(first['data']).name}`, camera-res-scale-factor {first['scale']}, seed {first['seed']}, "
             f"device {first['device']}; machine: {first['machine']}. Test views: {len(first['test_views'])}.",
             "",
-            "| variant | spec | steps | train s | test PSNR (dB) | test SSIM | INR params | filter params "
-            "| s/step (own run) | test rays/s |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| variant | spec | steps | train s | test PSNR (dB) | test SSIM | test views | INR params | filter params "
+            "| s/step (own run) | test rays/s (own run) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in runs:
             rays = r.get("eval_rays_per_second")
             lines.append(
                 f"| {r['label']} | `{r['variant']}` | {r['steps']} | {r['train_seconds']:.0f} | "
-                f"{r['test']['psnr']:.2f} | {r['test']['ssim']:.4f} | {r['params_inr']:,} | "
+                f"{r['test']['psnr']:.2f} | {r['test']['ssim']:.4f} | {len(r['test_views'])} | {r['params_inr']:,} | "
                 f"{r['params_filter']:,} | {r['seconds_per_step_median']:.3f} | "
                 f"{'' if rays is None else f'{rays:,.0f}'} |"
             )
@@ -372,6 +443,13 @@ class NerfReport:
             ratios = ", ".join(f"{label} {x:.3f}x" for label, x in t["ratio_median"].items())
             lines += ["", f"Seconds per step, alternating in one process ({t['steps_per_variant']} steps each, "
                       f"medians): {medians}; ratio to the first: {ratios}."]  # fmt: skip
+        if eval_timing is not None:
+            speeds = ", ".join(
+                f"{label} {rays:,.0f} rays/s ({eval_timing['ratio_to_first'][label]:.2f}x)"
+                for label, rays in eval_timing["rays_per_second_median"].items()
+            )
+            how = f"{eval_timing['views']} views, {eval_timing['rounds']} rounds, medians; {eval_timing['machine']}"
+            lines += ["", f"Test renderings, the trained models taking turns in one process ({how}): {speeds}."]
         for r in runs:
             lr = r["filter_lr"]
             if lr["steps"]:

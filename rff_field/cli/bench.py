@@ -11,6 +11,7 @@ Subcommands:
     sdf                  the SDF benchmark (the same as ``rff-sdf bench``)
     nerf                 NeRF variants trained and evaluated on one scene
     nerf-timing          seconds per NeRF training step of the variants, alternating in one process
+    nerf-eval-timing     rays per second of finished NeRF variants rendering test views, taking turns in one process
     nerf-report          the NeRF benchmark's tables and figure
 """
 
@@ -23,7 +24,7 @@ from typing import Annotated, Optional, Sequence, Union
 import tyro
 
 from rff_field.bench.image import BenchConfig, merge_runs
-from rff_field.bench.nerf import NerfBenchConfig, NerfReport, NerfTiming
+from rff_field.bench.nerf import NerfBenchConfig, NerfEvalTiming, NerfReport, NerfTiming
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.reproduction import ReproductionReport
 from rff_field.bench.timing import BatchTiming, FilterTiming, ImageTiming
@@ -82,6 +83,7 @@ Command = Union[
     Annotated[sdf_cli.Bench, tyro.conf.subcommand("sdf")],
     Annotated[Nerf, tyro.conf.subcommand("nerf")],
     Annotated[NerfTiming, tyro.conf.subcommand("nerf-timing")],
+    Annotated[NerfEvalTiming, tyro.conf.subcommand("nerf-eval-timing")],
     Annotated[NerfReport, tyro.conf.subcommand("nerf-report")],
 ]
 

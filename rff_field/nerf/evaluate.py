@@ -15,7 +15,13 @@ from PIL import Image
 from rich.progress import track
 
 
-def _synchronize(device: torch.device) -> None:
+def _output(outputs: dict, key: str) -> torch.Tensor:
+    """An output of the model; nerfstudio's vanilla-nerf names its final renderings ``<key>_fine``."""
+    return outputs[key] if key in outputs else outputs[f"{key}_fine"]
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's kernels (CUDA), so that a timing covers them."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -56,20 +62,19 @@ def evaluate_views(
     for camera, batch in items:
         index = int(batch["image_idx"])
         name = Path(dataset.image_filenames[index]).stem if dataset is not None else f"{index:04d}"
-        _synchronize(model.device)
+        synchronize(model.device)
         start = time.perf_counter()
         outputs = model.get_outputs_for_camera(camera=camera)
-        _synchronize(model.device)
+        synchronize(model.device)
         seconds = time.perf_counter() - start
         metrics, _ = model.get_image_metrics_and_images(outputs, batch)
-        rays = int(outputs["rgb"].shape[0] * outputs["rgb"].shape[1])
-        views.append({"view": name, **metrics, "render_seconds": seconds, "rays": rays})
+        rgb, depth, accumulation = (_output(outputs, key) for key in ("rgb", "depth", "accumulation"))
+        views.append({"view": name, **metrics, "render_seconds": seconds, "rays": int(rgb.shape[0] * rgb.shape[1])})
         if renders is not None:
-            gt = model.renderer_rgb.blend_background(batch["image"].to(outputs["rgb"].device))
+            gt = model.renderer_rgb.blend_background(batch["image"].to(rgb.device))
             _save_png(gt[..., :3], renders / f"{name}_gt.png")
-            _save_png(outputs["rgb"], renders / f"{name}_rgb.png")
-            depth = colormaps.apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"])
-            _save_png(depth, renders / f"{name}_depth.png")
+            _save_png(rgb, renders / f"{name}_rgb.png")
+            _save_png(colormaps.apply_depth_colormap(depth, accumulation=accumulation), renders / f"{name}_depth.png")
     keys = [k for k in views[0] if k != "view"] if views else []
     mean = {k: float(np.mean([v[k] for v in views])) for k in keys}
     result = {"mean": mean, "num_views": len(views), "views": views}

@@ -10,7 +10,7 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
 from rff_field.bench.jobs import JobOptions
-from rff_field.bench.nerf import NerfBenchConfig, NerfReport, NerfTiming, dataparser_for
+from rff_field.bench.nerf import NerfBenchConfig, NerfEvalTiming, NerfReport, NerfTiming, dataparser_for
 from rff_field.bench.variants import set_options
 from rff_field.core.errors import UsageError
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
@@ -45,10 +45,15 @@ def test_variants_train_resume_and_report(scene, tmp_path):
 
     timing = NerfTiming(bench=bench, rounds=1, block=1, warmup=1).main()
     assert set(timing["ratio_median"]) == {"off", "on"} and timing["ratio_median"]["off"] == 1.0
+    rendering = NerfEvalTiming(out=out, labels=("on", "off"), views=1, rounds=2).main()
+    assert rendering["ratio_to_first"]["on"] == 1.0 and rendering["rays_per_second_median"]["off"] > 0
+    with pytest.raises(UsageError, match="no finished variant"):
+        NerfEvalTiming(out=out, labels=("nosuch",)).main()
     dest = tmp_path / "report"
     NerfReport(out=out, dest=dest, title="tiny").main()
     markdown = (dest / "results.md").read_text()
     assert "| on |" in markdown and "on − off:" in markdown and (dest / "test_views.png").is_file()
+    assert "taking turns in one process" in markdown
 
 
 def test_wall_time_budget_stops_training(scene, tmp_path):

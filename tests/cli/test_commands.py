@@ -9,7 +9,9 @@ import pytest
 
 from rff_field.cli import bench, demo, export_mesh, image, sdf
 
-BENCHMARKS = "image image-merge image-timing filter-timing reproduction-report sdf nerf nerf-timing nerf-report"
+BENCHMARKS = (
+    "image image-merge image-timing filter-timing reproduction-report sdf nerf nerf-timing nerf-eval-timing nerf-report"
+)
 COMMANDS = {
     "rff-image": (image.entrypoint, ["fit", "bench"]),
     "rff-sdf": (sdf.entrypoint, ["fit", "bench", "pool"]),
