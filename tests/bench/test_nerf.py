@@ -56,11 +56,13 @@ def test_variants_train_resume_and_report(scene, tmp_path):
     assert "taking turns in one process" in markdown
 
 
-def test_wall_time_budget_stops_training(scene, tmp_path):
-    bench = tiny_bench(scene, tmp_path / "bench", steps=1000, seconds=1e-6, variants=(f"on:rff-nerf-lite,{TINY}",))
-    bench.main()
+@pytest.mark.parametrize("clock", ["wall", "cpu"])
+def test_time_budget_stops_training(scene, tmp_path, clock):
+    variants = (f"on:rff-nerf-lite,{TINY}",)
+    tiny_bench(scene, tmp_path / "bench", steps=1000, seconds=1e-6, clock=clock, variants=variants).main()
     run = json.loads((tmp_path / "bench" / "runs" / "on" / "metrics.json").read_text())
-    assert run["steps"] == 1 and run["seconds_budget"] == 1e-6
+    assert run["steps"] == 1 and run["seconds_budget"] == 1e-6 and run["clock"] == clock
+    assert 0 < run["train_cpu_seconds"]
 
 
 def test_bad_variants_fail_before_training(scene, tmp_path):
