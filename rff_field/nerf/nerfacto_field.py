@@ -17,7 +17,7 @@ from nerfstudio.field_components.mlp import MLP
 from nerfstudio.fields.nerfacto_field import NerfactoField
 from torch import Tensor, nn
 
-from rff_field.nerf.field import FourierEncodingSpec
+from rff_field.core.embedding import EmbeddingConfig
 
 Implementation = Literal["tcnn", "torch"]
 
@@ -74,7 +74,7 @@ class FourierNerfactoField(NerfactoField):
         self,
         aabb: Tensor,
         num_images: int,
-        position: FourierEncodingSpec,
+        position: EmbeddingConfig,
         num_layers: int = 4,
         hidden_dim: int = 64,
         implementation: Implementation = "tcnn",

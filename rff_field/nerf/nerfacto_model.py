@@ -28,9 +28,10 @@ from torch.nn import Parameter
 from torchmetrics.functional import structural_similarity_index_measure
 from torchmetrics.image import PeakSignalNoiseRatio
 
+from rff_field.core.embedding import EmbeddingConfig, PEBands
 from rff_field.core.filter import FilterInit
 from rff_field.core.optim import LineSearchConfig
-from rff_field.nerf.field import EncodingKind, FourierEncodingSpec, PEBands
+from rff_field.nerf.field import EncodingKind
 from rff_field.nerf.filtered_model import FilteredModelMixin
 from rff_field.nerf.nerfacto_field import FourierNerfactoField
 
@@ -55,10 +56,11 @@ class RFFNerfactoModelConfig(NerfactoModelConfig):
     """Position embedding: 'pe' (on-axis bands) or 'rff' (random Fourier features)."""
     num_frequencies: int = 12
     """PE bands per coordinate."""
-    pe_bands: PEBands = "log-linear"
-    """PE bands: 'log-linear' = sin(2 pi s^(i/L) x), i=1..L (the paper); 'nerf' = sin(2^k x), k=0..L-1."""
+    pe_bands: PEBands = "loglinear"
+    """PE bands: 'loglinear' = sin(2 pi s^(i/L) x), i=1..L (the paper); 'pow2' = sin(2 pi 2^k x);
+    'nerf-pytorch' = sin(2^k x), k=0..L-1."""
     pe_scale: float = 64.0
-    """Highest frequency s (cycles per unit of the contracted position) of the 'log-linear' bands."""
+    """Highest frequency s (cycles per unit of the contracted position) of the 'loglinear' bands."""
     rff_num_frequencies: int = 64
     """Number of random frequency vectors of the 'rff' embedding (it has twice as many features)."""
     rff_sigma: float = 8.0
@@ -86,10 +88,10 @@ class RFFNerfactoModelConfig(NerfactoModelConfig):
     compute_lpips: bool = True
     """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
 
-    def position_spec(self) -> FourierEncodingSpec:
+    def position_spec(self) -> EmbeddingConfig:
         """The position embedding this config describes."""
         rff = self.encoding == "rff"
-        return FourierEncodingSpec(
+        return EmbeddingConfig(
             kind=self.encoding,
             num_frequencies=self.rff_num_frequencies if rff else self.num_frequencies,
             pe_bands=self.pe_bands,
@@ -98,7 +100,7 @@ class RFFNerfactoModelConfig(NerfactoModelConfig):
             rff_seed=self.rff_seed,
             include_input=True,
             filtered=self.use_filter,
-            filter_num_layers=self.filter_num_layers,
+            filter_layers=self.filter_num_layers,
             filter_bias=self.filter_bias,
             filter_init=self.filter_init,
             filter_init_gain=self.filter_init_gain,

@@ -28,7 +28,6 @@ from tests.nerf.environment import ns_environment
 from tests.nerf.rule_watcher import RuleWatcher
 
 STEPS = 12
-LR_MAX = 10.0  # wide bounds, so that the rule's value is not just its upper bound
 BIN = Path(sys.executable).parent
 GROUPS = {"proposal_networks", "fields", "camera_opt", FILTER_GROUP}
 
@@ -50,7 +49,8 @@ def tiny_config(data: Path, output_dir: Path, steps: int = STEPS, blender: bool 
     args = {"hidden_dim": 8, "log2_hashmap_size": 8, "num_levels": 2, "max_res": 32, "use_linear": False}
     model.proposal_net_args_list = [dict(args), dict(args)]
     model.compute_lpips = False
-    model.line_search.lr_max = LR_MAX
+    # the default bounds: the rule is checked on its inputs at every step whatever they give, and wider bounds
+    # (a rate of 10) drive this tiny field's density to inf inside the box within a few steps
     config.steps_per_eval_batch = 5
     config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
     return config
