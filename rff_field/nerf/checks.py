@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 TestMode = Literal["test", "val", "inference"]
 
 
+def _require_positive(options: dict) -> None:
+    for name, value in options.items():
+        if not value > 0:
+            raise UsageError(f"--pipeline.model.{name} must be positive, got {value}")
+
+
 def check_model_config(config: "RFFNeRFModelConfig") -> None:
     """Raise :class:`UsageError` for options the model cannot be built with."""
     positive = {
@@ -40,9 +46,7 @@ def check_model_config(config: "RFFNeRFModelConfig") -> None:
         "rff-sigma": config.rff_sigma,
         "eval-num-rays-per-chunk": config.eval_num_rays_per_chunk,
     }
-    for name, value in positive.items():
-        if not value > 0:
-            raise UsageError(f"--pipeline.model.{name} must be positive, got {value}")
+    _require_positive(positive)
     bad_skips = [s for s in config.skip_connections if not 0 < s < config.base_mlp_num_layers - 1]
     if bad_skips:
         raise UsageError(
@@ -73,9 +77,7 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
         "eval-num-rays-per-chunk": config.eval_num_rays_per_chunk,
         "far-plane": config.far_plane,
     }
-    for name, value in positive.items():
-        if not value > 0:
-            raise UsageError(f"--pipeline.model.{name} must be positive, got {value}")
+    _require_positive(positive)
     samples = config.num_proposal_samples_per_ray
     if len(samples) < config.num_proposal_iterations or not all(n > 0 for n in samples):
         raise UsageError(

@@ -18,6 +18,7 @@ from nerfstudio.viewer.viewer_elements import ViewerNumber
 from torch import Tensor, nn
 from torch.nn import Parameter
 
+from rff_field.core.embedding import EmbeddingConfig, PEBands
 from rff_field.core.filter import filter_parameters
 from rff_field.core.line_search import FilterLineSearch
 from rff_field.core.optim import FILTER_GROUP, attach_line_search
@@ -28,6 +29,26 @@ FILTER_LR_TAG = "learning_rate/filter"
 """Scalar under which the filter's learning rate is logged."""
 FILTER_LR_BUFFER = "filter_lr"
 """Name of the model's buffer holding the filter's rate of the last training step (saved in checkpoints)."""
+
+
+def position_embedding(config, pe_bands: PEBands) -> EmbeddingConfig:
+    """The position embedding that a filtered NeRF model's config describes (the options both methods share:
+    ``encoding``, ``num_frequencies``, ``pe_scale``, ``rff_*``, ``use_filter``, ``filter_*``)."""
+    rff = config.encoding == "rff"
+    return EmbeddingConfig(
+        kind=config.encoding,
+        num_frequencies=config.rff_num_frequencies if rff else config.num_frequencies,
+        pe_bands=pe_bands,
+        pe_scale=config.pe_scale,
+        rff_sigma=config.rff_sigma,
+        rff_seed=config.rff_seed,
+        include_input=True,
+        filtered=config.use_filter,
+        filter_layers=config.filter_num_layers,
+        filter_bias=config.filter_bias,
+        filter_init=config.filter_init,
+        filter_init_gain=config.filter_init_gain,
+    )
 
 
 class FilteredModelMixin:

@@ -30,7 +30,7 @@ from rff_field.core.embedding import EmbeddingConfig, resolve_bands
 from rff_field.core.filter import FilterInit
 from rff_field.core.optim import LineSearchConfig
 from rff_field.nerf.field import EncodingKind, make_nerf_field
-from rff_field.nerf.filtered_model import FilteredModelMixin
+from rff_field.nerf.filtered_model import FilteredModelMixin, position_embedding
 
 FIELDS_GROUP = "fields"
 """Name of the optimizer group holding the rest of the fields (the INR)."""
@@ -105,21 +105,7 @@ class RFFNeRFModelConfig(ModelConfig):
 
     def position_spec(self) -> EmbeddingConfig:
         """The position embedding this config describes."""
-        rff = self.encoding == "rff"
-        return EmbeddingConfig(
-            kind=self.encoding,
-            num_frequencies=self.rff_num_frequencies if rff else self.num_frequencies,
-            pe_bands=resolve_bands(self.pe_bands, nerf_means="nerf-pytorch"),
-            pe_scale=self.pe_scale,
-            rff_sigma=self.rff_sigma,
-            rff_seed=self.rff_seed,
-            include_input=True,
-            filtered=self.use_filter,
-            filter_layers=self.filter_num_layers,
-            filter_bias=self.filter_bias,
-            filter_init=self.filter_init,
-            filter_init_gain=self.filter_init_gain,
-        )
+        return position_embedding(self, resolve_bands(self.pe_bands, nerf_means="nerf-pytorch"))
 
     def direction_spec(self) -> EmbeddingConfig:
         """The direction embedding this config describes (always nerf-pytorch PE bands)."""

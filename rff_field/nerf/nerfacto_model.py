@@ -32,7 +32,7 @@ from rff_field.core.embedding import EmbeddingConfig, PEBands
 from rff_field.core.filter import FilterInit
 from rff_field.core.optim import LineSearchConfig
 from rff_field.nerf.field import EncodingKind
-from rff_field.nerf.filtered_model import FilteredModelMixin
+from rff_field.nerf.filtered_model import FilteredModelMixin, position_embedding
 from rff_field.nerf.nerfacto_field import FourierNerfactoField
 
 FIELDS_GROUP = "fields"
@@ -90,21 +90,7 @@ class RFFNerfactoModelConfig(NerfactoModelConfig):
 
     def position_spec(self) -> EmbeddingConfig:
         """The position embedding this config describes."""
-        rff = self.encoding == "rff"
-        return EmbeddingConfig(
-            kind=self.encoding,
-            num_frequencies=self.rff_num_frequencies if rff else self.num_frequencies,
-            pe_bands=self.pe_bands,
-            pe_scale=self.pe_scale,
-            rff_sigma=self.rff_sigma,
-            rff_seed=self.rff_seed,
-            include_input=True,
-            filtered=self.use_filter,
-            filter_layers=self.filter_num_layers,
-            filter_bias=self.filter_bias,
-            filter_init=self.filter_init,
-            filter_init_gain=self.filter_init_gain,
-        )
+        return position_embedding(self, self.pe_bands)
 
 
 class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
