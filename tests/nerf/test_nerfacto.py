@@ -214,3 +214,19 @@ def test_line_search_under_mixed_precision_and_a_grad_scaler(capture, tmp_path):
     np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
     np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
     assert float(model.filter_lr) == pytest.approx(model.line_search.history[-1], rel=1e-6)
+
+
+def test_full_size_method_trains_and_evaluates(capture, tmp_path):
+    """``rff-nerfacto`` as configured (sizes, samples, mixed precision, parallel data manager; tinycudann's torch
+    fallback), two steps on the unbounded capture, then the held-out view."""
+    from rff_field.nerf.method_configs import rff_nerfacto
+
+    config = lite_config(capture, tmp_path / "runs", 2, experiment_name="full", base=rff_nerfacto.config)
+    config.pipeline.datamanager.train_num_rays_per_batch = 256  # the model as configured, fewer rays per step
+    config.pipeline.model.compute_lpips = False
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    _, pipeline, model, step = load_rff_pipeline(train_in_process(config), test_mode="test")
+    assert step == 1 and model.config.hidden_dim == rff_nerfacto.config.pipeline.model.hidden_dim
+    assert float(model.filter_lr) > 0
+    metrics = evaluate_views(pipeline, tmp_path / "eval", progress=False)
+    assert metrics["num_views"] == 1 and np.isfinite(metrics["mean"]["psnr"])
