@@ -55,6 +55,7 @@ class EmbeddingConfig:
         filter_bias: Give the filter biases (ablation only).
         filter_init: Initialisation of the filter's weights (:func:`~rff_field.core.filter.initialize_filter`).
         filter_init_gain: Gain of the non-default initialisations.
+        filter_residual: Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma``.
     """
 
     kind: Literal["pe", "rff"] = "pe"
@@ -69,6 +70,7 @@ class EmbeddingConfig:
     filter_bias: bool = False
     filter_init: FilterInit = "default"
     filter_init_gain: float = 1.0
+    filter_residual: bool = False
 
     def build(self, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
         """A new encoding (with a new filter, when filtered) for ``in_dim`` input coordinates.
@@ -81,7 +83,9 @@ class EmbeddingConfig:
         encoding = self._unfiltered(in_dim, sidelength)
         if not self.filtered:
             return encoding
-        filtered = FilteredEncoding(encoding, num_layers=self.filter_layers, bias=self.filter_bias)
+        filtered = FilteredEncoding(
+            encoding, num_layers=self.filter_layers, bias=self.filter_bias, residual=self.filter_residual
+        )
         initialize_filter(filtered.filter, self.filter_init, self.filter_init_gain)
         return filtered
 

@@ -76,9 +76,11 @@ class FilteredEncoding(Encoding):
         encoding: The Fourier feature embedding to filter.
         num_layers: Linear layers in the filter.
         bias: Filter with biases (ablation only).
+        residual: Return ``(1 + f(gamma)) * gamma`` instead, so that the filtered embedding starts near ``gamma``
+            (a named deviation from the paper, studied in ``benchmarks/reproduction/scale.md``; off by default).
     """
 
-    def __init__(self, encoding: Encoding, num_layers: int = 3, bias: bool = False) -> None:
+    def __init__(self, encoding: Encoding, num_layers: int = 3, bias: bool = False, residual: bool = False) -> None:
         if not isinstance(encoding, Encoding):
             raise UsageError(
                 f"FilteredEncoding wraps an Encoding (e.g. PositionalEncoding, RandomFourierEncoding), got "
@@ -87,6 +89,12 @@ class FilteredEncoding(Encoding):
         super().__init__(encoding.in_dim)
         self.encoding = encoding
         self.filter = BiasFreeFilter(encoding.get_out_dim(), num_layers=num_layers, bias=bias)
+        self.residual = residual
+
+    def apply_filter(self, gamma: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
+        """The filtered embedding of an already computed embedding ``gamma``."""
+        filtered = self.filter(gamma) * gamma
+        return filtered + gamma if self.residual else filtered
 
     def get_out_dim(self) -> int:
         return self.encoding.get_out_dim()
@@ -94,8 +102,7 @@ class FilteredEncoding(Encoding):
     def forward(
         self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
     ) -> Float[Tensor, "*bs output_dim"]:
-        gamma = self.encoding(in_tensor, covs=covs)
-        return self.filter(gamma) * gamma
+        return self.apply_filter(self.encoding(in_tensor, covs=covs))
 
 
 def filter_parameters(module: nn.Module) -> Iterator[nn.Parameter]:

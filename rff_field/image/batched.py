@@ -100,7 +100,7 @@ class _Predictor(nn.Module):
             return self.model(x)
         encoding = self.model.encoding
         if isinstance(encoding, FilteredEncoding):
-            x = encoding.filter(x) * x
+            x = encoding.apply_filter(x)
         return self.model.mlp(x)
 
 

@@ -141,7 +141,7 @@ class PixelPredictor:
         gamma = self.features if index is None else self.features[index]
         encoding = self.model.encoding
         if isinstance(encoding, FilteredEncoding):
-            gamma = encoding.filter(gamma) * gamma
+            gamma = encoding.apply_filter(gamma)
         return self.model.mlp(gamma)
 
 
@@ -405,7 +405,7 @@ def _embedding_channels(
     channels = torch.linspace(0, gamma.shape[-1] - 1, min(count, gamma.shape[-1])).round().long()
     out = {"channels": channels.cpu().numpy(), "gamma": gamma[:, channels].T.reshape(-1, height, width).cpu().numpy()}
     if isinstance(encoding, FilteredEncoding):
-        filtered = encoding.filter(gamma) * gamma
+        filtered = encoding.apply_filter(gamma)
         out["filtered"] = filtered[:, channels].T.reshape(-1, height, width).cpu().numpy()
     return out
 

@@ -53,6 +53,9 @@ class NetworkConfig:
     """Linear layers of the adaptive filter."""
     filter_bias: bool = False
     """Give the filter biases (ablation: breaks its linearity)."""
+    filter_residual: bool = False
+    """Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma`` (a named deviation: the filtered
+    embedding then starts near ``gamma``)."""
     omega0: float = 30.0
     """SIREN's frequency factor (first and hidden layers)."""
     wire_omega0: float = 20.0
@@ -108,6 +111,7 @@ def embedding_config(config: NetworkConfig) -> EmbeddingConfig:
         filter_bias=config.filter_bias,
         filter_init=config.filter_init,
         filter_init_gain=config.filter_init_gain,
+        filter_residual=config.filter_residual,
     )
 
 

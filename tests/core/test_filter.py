@@ -85,6 +85,25 @@ def test_filtered_encoding_output_width_and_value():
     assert filtered.filter.dim == 48
 
 
+def test_residual_filter_adds_the_embedding_and_is_off_by_default():
+    x = torch.rand(50, 2) * 2 - 1
+    paper = NetworkConfig(method="filtered-pe", pe="loglinear", pe_frequencies=4, hidden_features=16)
+    residual = NetworkConfig(**{**vars(paper), "filter_residual": True})
+    torch.manual_seed(1)
+    a = build_network(paper, 2, 3).encoding
+    torch.manual_seed(1)
+    b = build_network(residual, 2, 3).encoding
+    gamma = a.encoding(x)
+    assert not a.residual and b.residual
+    torch.testing.assert_close(a(x), a.filter(gamma) * gamma)
+    torch.testing.assert_close(b(x), a.filter(gamma) * gamma + gamma)  # same weights: the same seed
+    with torch.no_grad():  # a filter that outputs 0 leaves the residual embedding at gamma, the paper's at 0
+        for layer in b.filter.modules():
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.zero_()
+    torch.testing.assert_close(b(x), gamma)
+
+
 def test_filter_parameters_split_from_the_inr():
     net = build_network(NetworkConfig(method="filtered-pe", pe="loglinear", pe_frequencies=4, hidden_features=16), 2, 3)
     filt, rest = split_filter_parameters(net)
