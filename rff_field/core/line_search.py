@@ -24,6 +24,12 @@ Direction = Literal["adam", "gradient"]
 Rule = Literal["paper", "balance"]
 
 
+BRANCHES = ("nonfinite", "inr_reaches_zero", "k_zero", "crossing", "crossing_above_max", "crossing_below_min", "uphill")
+"""The first branch of the rule that sets the rate (:func:`filter_step_branch`): a non-finite input; the INR's step
+alone predicted to reach zero loss; ``k = 0``; the zero crossing ``abs(b / k)`` inside the bounds, above ``lr_max``
+or below ``lr_min``; the filter's direction predicted uphill."""
+
+
 def filter_step_size(
     loss: Number,
     d_filter: Number,
@@ -55,10 +61,25 @@ def filter_step_size(
     Raises:
         UsageError: The bounds are not finite numbers with ``0 <= lr_min <= lr_max``.
     """
+    return filter_step_branch(loss, d_filter, d_inr, lr_inr, lr_min, lr_max, eps, c1)[0]
+
+
+def filter_step_branch(
+    loss: Number,
+    d_filter: Number,
+    d_inr: Number,
+    lr_inr: Number,
+    lr_min: float = 0.0,
+    lr_max: float = 1e-3,
+    eps: float = 1e-6,
+    c1: float = 1e-3,
+) -> tuple[float, str, bool]:
+    """:func:`filter_step_size` and how it got there: ``(rate, branch, armijo)``, ``branch`` one of
+    :data:`BRANCHES`, ``armijo`` whether the sufficient-decrease check then replaced the rate."""
     check_bounds(lr_min, lr_max)
     loss, d_filter, d_inr, lr_inr = (float(v) for v in (loss, d_filter, d_inr, lr_inr))
     if not all(math.isfinite(v) for v in (loss, d_filter, d_inr, lr_inr)):
-        return lr_min
+        return lr_min, "nonfinite", False
 
     def clip(rate: float) -> float:
         return min(max(rate, lr_min), lr_max)
@@ -66,16 +87,24 @@ def filter_step_size(
     k = -d_filter + eps
     b = loss + lr_inr * d_inr
     if k >= 0 and b <= 0:
-        rate = lr_min  # the INR's step alone is predicted to reach zero loss
+        rate, branch = lr_min, "inr_reaches_zero"
     elif (k >= 0 and b >= 0) or (k <= 0 and b <= 0):
-        rate = lr_max if k == 0 else clip(abs(b / k))
+        if k == 0:
+            rate, branch = lr_max, "k_zero"
+        else:
+            crossing = abs(b / k)
+            rate = clip(crossing)
+            branch = (
+                "crossing_above_max" if crossing > lr_max else "crossing_below_min" if crossing < lr_min else "crossing"
+            )
     else:
-        rate = lr_min  # the filter's direction is predicted to go uphill
+        rate, branch = lr_min, "uphill"
 
     # Sufficient decrease: (1 - c1)(rate * d_filter + lr_inr * d_inr) <= 0, linear in rate.
-    if (1 - c1) * (rate * d_filter + lr_inr * d_inr) > 0 and d_filter != 0:
+    armijo = (1 - c1) * (rate * d_filter + lr_inr * d_inr) > 0 and d_filter != 0
+    if armijo:
         rate = -lr_inr * d_inr / d_filter
-    return clip(rate)
+    return clip(rate), branch, armijo
 
 
 def check_bounds(lr_min: float, lr_max: float) -> None:

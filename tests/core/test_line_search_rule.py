@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rff_field.core.line_search import filter_step_size
+from rff_field.core.line_search import BRANCHES, filter_step_branch, filter_step_size
 
 
 def test_inr_step_alone_reaches_zero_gives_lr_min():
@@ -99,3 +99,23 @@ def test_balance_rule_equalises_predicted_decreases():
     assert balanced_step_size(0.1, -1.0, 1e-3) == 0.0  # filter uphill
     assert balanced_step_size(-0.1, 1.0, 1e-3, lr_min=1e-6) == 1e-6  # INR uphill
     assert balanced_step_size(math.nan, -1.0, 1e-3) == 0.0
+
+
+@pytest.mark.parametrize(
+    "inputs, bounds, expected",
+    [
+        ((float("nan"), -1.0, 0.0, 1.0), {}, (0.0, "nonfinite", False)),
+        ((1.0, -1.0, -2.0, 1.0), {}, (0.0, "inr_reaches_zero", False)),  # b = 1 - 2 < 0 <= k
+        ((0.5, -1000.0, 0.0, 1.0), {"eps": 0.0}, (5e-4, "crossing", False)),  # b / k = 0.5 / 1000
+        ((1.0, -1.0, 0.0, 1.0), {}, (1e-3, "crossing_above_max", False)),
+        ((0.01, -1000.0, 0.0, 1.0), {"lr_min": 1e-4, "eps": 0.0}, (1e-4, "crossing_below_min", False)),
+        ((1.0, 1.0, 0.0, 1.0), {}, (0.0, "uphill", False)),  # k = -1 + eps < 0 < b
+        ((1.0, 0.5, 0.0, 1.0), {"eps": 0.5}, (0.0, "k_zero", True)),  # lr_max * 0.5 > 0 fails Armijo: -0 / 0.5
+        ((1.0, -1.0, 0.5, 1.0), {}, (1e-3, "crossing_above_max", True)),  # Armijo's rate 0.5, clipped
+    ],
+)
+def test_branch_is_the_one_the_inputs_select(inputs, bounds, expected):
+    rate, branch, armijo = filter_step_branch(*inputs, **bounds)
+    assert (branch, armijo) == expected[1:] and branch in BRANCHES
+    assert rate == pytest.approx(expected[0], rel=1e-12, abs=0)
+    assert rate == filter_step_size(*inputs, **bounds)
