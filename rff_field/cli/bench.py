@@ -8,6 +8,7 @@ Subcommands:
     filter-timing        the filter alone at its own width and zero-padded, side by side
     batch-timing         K image fits one after another and batched, side by side
     reproduction-report  the reproduction study's tables and figures
+    scale-report         the scale study's tables and figure
     sdf                  the SDF benchmark (the same as ``rff-sdf bench``)
     nerf                 NeRF variants trained and evaluated on one scene
     nerf-timing          seconds per NeRF training step of the variants, alternating in one process
@@ -27,6 +28,7 @@ from rff_field.bench.image import BenchConfig, merge_runs
 from rff_field.bench.nerf import NerfBenchConfig, NerfEvalTiming, NerfReport, NerfTiming
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.reproduction import ReproductionReport
+from rff_field.bench.scale import ScaleReport
 from rff_field.bench.timing import BatchTiming, FilterTiming, ImageTiming
 from rff_field.cli import image as image_cli
 from rff_field.cli import sdf as sdf_cli
@@ -80,6 +82,7 @@ Command = Union[
     Annotated[FilterTiming, tyro.conf.subcommand("filter-timing")],
     Annotated[BatchTiming, tyro.conf.subcommand("batch-timing")],
     Annotated[ReproductionReport, tyro.conf.subcommand("reproduction-report")],
+    Annotated[ScaleReport, tyro.conf.subcommand("scale-report")],
     Annotated[sdf_cli.Bench, tyro.conf.subcommand("sdf")],
     Annotated[Nerf, tyro.conf.subcommand("nerf")],
     Annotated[NerfTiming, tyro.conf.subcommand("nerf-timing")],

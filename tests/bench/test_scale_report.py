@@ -1,0 +1,61 @@
+"""rff-bench scale-report on fabricated runs: pairs, differences, the rule's branches, the files it writes."""
+
+import json
+
+import pytest
+
+from rff_field.bench.scale import ScaleReport
+from rff_field.core.line_search import filter_step_size
+
+ITERS = 100
+
+
+def write_run(root, folder, image, label, best, line_search=None):
+    psnr = [best - 1.0] * (ITERS - 1) + [best]  # the best at the last iteration
+    metrics = {
+        "image": image, "height": 128, "width": 192, "iters": ITERS, "best_psnr": best, "psnr": best,
+        "best_iter": ITERS - 1, "num_params": 10_000 + (1_452 if line_search else 0),
+        "num_filter_params": 1_452 if line_search else 0, "num_values": 192 * 128 * 3, "embedding_dim": 22,
+        "line_search": line_search is not None, "seconds_per_iter": 0.01, "machine": "test CPU",
+        "config": {"network": {"hidden_features": 64},
+                   "line_search": {"lr_min": 0.0, "lr_max": 1e-3, "eps": 1e-6, "c1": 1e-3}},
+        "psnr_history": psnr,
+    }  # fmt: skip
+    if line_search is not None:
+        metrics["line_search_history"] = line_search
+        metrics["filter_lr_history"] = [
+            filter_step_size(*row, 1.0)
+            for row in zip(line_search["loss"], line_search["d_filter"], line_search["lr_d_inr"])
+        ]
+    path = root / folder / "runs" / image / label
+    path.mkdir(parents=True)
+    (path / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_report_pairs_runs_and_counts_the_rules_branches(tmp_path):
+    # first half of the steps: the filter's direction goes uphill (d_filter > 0); then a descent whose zero
+    # crossing b/k = 1 lies far above lr_max
+    half = ITERS // 2
+    history = {"loss": [1.0] * ITERS, "d_filter": [1.0] * half + [-1.0] * half, "lr_d_inr": [0.0] * ITERS}
+    write_run(tmp_path / "out", "x4-2000", "kodim05", "mlp-wire22-w64", 22.0)
+    write_run(tmp_path / "out", "x4-2000", "kodim05", "filt-wire22-w64", 23.5, history)
+    write_run(tmp_path / "out", "x4-2000", "kodim05", "filt-wire22-w128-residual", 24.0, history)  # its base: missing
+    ScaleReport(out=tmp_path / "out", dest=tmp_path / "dest", images=("kodim05",)).main()
+
+    summary = json.loads((tmp_path / "dest" / "scale.json").read_text())
+    base = next(row for row in summary["grid"] if row["tag"] == "wire22-w64")
+    assert base["images"]["kodim05"]["diff"] == pytest.approx(1.5)
+    assert base["images"]["kodim05"]["ratio"] == pytest.approx(1_452 / 10_000)
+    assert base["images"]["kodim05"]["diff_at"]["100"] == pytest.approx(1.5)
+    (variant,) = summary["variants"]
+    assert summary["runs_done"] == 3 and variant["filtered"]["best_psnr"] == 24.0 and variant["vs_plain"] is None
+    (branches,) = [b for b in summary["branches"] if b["label"] == "filt-wire22-w64"]
+    assert branches["mismatches_with_recorded_rate"] == 0
+    assert branches["phases"]["first 10%"]["uphill"] == 10
+    assert branches["phases"]["last 10%"]["crossing_above_max"] == 10
+    assert (
+        branches["phases"]["middle 80%"]["uphill"] == 40
+        and branches["phases"]["middle 80%"]["crossing_above_max"] == 40
+    )
+    text = (tmp_path / "dest" / "scale.md").read_text()
+    assert "| 22.00 | 23.50 | +1.50 |" in text and (tmp_path / "dest" / "scale.png").stat().st_size > 0
