@@ -238,7 +238,7 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
         "batch (x2 too: 98,304 pixels per step, so no rate scaling), seed 0; the filter: 3 bias-free layers, "
         "PyTorch's default initialisation, its rate set every step by the line search (lr_max 1e-3). **Best "
         "PSNR** over the iterations (dB) of the plain MLP (`mlp-pe`) and the filtered one (`filtered-pe`); "
-        "Δ = filtered − plain. Runs: `rff-image bench --protocol benchmarks/reproduction/protocols.toml:scale-*`; "
+        "Δ = filtered − plain. Runs: `rff-bench image --protocol benchmarks/reproduction/protocols.toml:scale-*`; "
         "report: `rff-bench scale-report`.",
         "",
         f"Machine: {'; '.join(summary['machines']) or 'n/a'}; one job at a time on one pinned core. Finished runs: "
