@@ -492,8 +492,14 @@ class NerfReport:
 
         renders = {r["label"]: self.out / "runs" / r["label"] / "renders" for r in runs}
         first = runs[0]["label"]
-        views = [v for v in self.views if (renders[first] / f"{v}_rgb.png").exists()]
-        views = views or [d["view"] for d in runs[0]["test_views"][:3]]
+        # views every variant rendered (some are evaluated on a subset: --eval-views)
+        common = [d["view"] for d in runs[0]["test_views"]]
+        for run in runs[1:]:
+            rendered = {d["view"] for d in run["test_views"]}
+            common = [v for v in common if v in rendered]
+        views = [v for v in self.views if v in common] or common[:3]
+        if not views:
+            raise UsageError("the variants have no test view in common to show; evaluate them on the same views")
         psnr = {r["label"]: {d["view"]: d["psnr"] for d in r["test_views"]} for r in runs}
         fig, axes = plt.subplots(len(views), len(runs) + 1, figsize=(2.5 * (len(runs) + 1), 2.6 * len(views)),
                                  squeeze=False)  # fmt: skip

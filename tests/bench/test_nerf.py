@@ -124,3 +124,11 @@ def test_eval_views_are_evenly_spaced(scene, tmp_path):
     assert [view["view"] for view in run["test_views"]] == ["r_0"]
     with pytest.raises(UsageError, match="--eval-views must be at least 1"):
         tiny_bench(scene, out, eval_views=0).check()
+
+
+def test_report_shows_only_views_every_variant_rendered(scene, tmp_path):
+    out = tmp_path / "bench"
+    tiny_bench(scene, out, steps=1, variants=(f"all:rff-nerf-lite,{TINY}",)).main()  # both test views
+    tiny_bench(scene, out, steps=1, eval_views=1, variants=(f"one:rff-nerf-lite,{TINY}",)).main()  # r_0 only
+    NerfReport(out=out, dest=tmp_path / "report", title="tiny", views=("r_1", "r_0")).main()
+    assert (tmp_path / "report" / "test_views.png").is_file()
