@@ -518,7 +518,8 @@ def _fmt(value: Optional[float], digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-def _fmt_params(value: Optional[float]) -> str:
+def format_count(value: Optional[float]) -> str:
+    """A parameter count with thousands separators ("–" when missing)."""
     return "–" if value is None else f"{int(round(value)):,}"
 
 
@@ -564,8 +565,8 @@ def results_markdown(summary: dict) -> str:
                 lines.append(
                     f"| {label} | `{m['variant']}` (width {m['hidden_features']}) | {m['images']} | {_fmt(m['psnr'])} "
                     f"| {_fmt(m['best_psnr'])} | {_fmt(m['ssim'], 4)} | {_fmt(m['lpips'], 4)} | "
-                    f"{_fmt(m['seconds_per_iter'], 4)} | {_fmt_params(m['num_params'])} | "
-                    f"{_fmt_params(m['num_filter_params'])} | {_fmt(m['params_per_value'], 3)} |"
+                    f"{_fmt(m['seconds_per_iter'], 4)} | {format_count(m['num_params'])} | "
+                    f"{format_count(m['num_filter_params'])} | {_fmt(m['params_per_value'], 3)} |"
                 )
         lines += _per_image_table(data["runs"])
         filtered = [r for r in data["runs"] if r.get("filter_lr_median") is not None]

@@ -29,6 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from rff_field.bench.image import format_count  # noqa: E402
 from rff_field.core.line_search import BRANCHES, filter_step_branch  # noqa: E402
 
 GRID = (  # factor, folder, tag, setting (what changes from the x4 base)
@@ -223,10 +224,6 @@ def fmt(value: Optional[float], digits: int = 2, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def fmt_int(value: Optional[float]) -> str:
-    return "–" if value is None else f"{int(round(value)):,}"
-
-
 def markdown(summary: dict, answers: Optional[str]) -> str:
     """scale.md."""
     images = summary["images"]
@@ -258,8 +255,9 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
         ref = next((v for v in row["images"].values() if v.get("size")), None)
         cells = [row["factor"], row["setting"]]
         if ref:
-            cells += [ref["size"], str(ref["channels"]), fmt_int(ref["inr_params"]), fmt_int(ref["filter_params"]),
-                      fmt(ref["ratio"], 3), fmt(ref["inr_params_per_value"], 3)]  # fmt: skip
+            counts = [format_count(ref["inr_params"]), format_count(ref["filter_params"])]
+            cells += [ref["size"], str(ref["channels"]), *counts, fmt(ref["ratio"], 3),
+                      fmt(ref["inr_params_per_value"], 3)]  # fmt: skip
         else:
             cells += ["–"] * 6
         for im in images:
