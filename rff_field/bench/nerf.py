@@ -100,9 +100,10 @@ class NerfBenchConfig:
 
 def base_config(method: str):
     """The ``TrainerConfig`` of a nerfstudio method (this package's methods without nerfstudio's registry)."""
-    from rff_field.nerf import method_configs as ours_
+    from rff_field.nerf import method_configs
 
-    specs = (ours_.rff_nerf, ours_.rff_nerf_lite, ours_.rff_nerfacto, ours_.rff_nerfacto_lite)
+    specs = (method_configs.rff_nerf, method_configs.rff_nerf_lite, method_configs.rff_nerfacto,
+             method_configs.rff_nerfacto_lite)  # fmt: skip
     ours = {spec.config.method_name: spec.config for spec in specs}
     if method in ours:
         return ours[method]
@@ -338,7 +339,7 @@ class NerfEvalTiming:
 
     def main(self) -> dict:
         """Measure and write ``eval-timing.json``; returns the result."""
-        from rff_field.nerf.evaluate import synchronize
+        from rff_field.nerf.evaluate import evenly_spaced, synchronize
         from rff_field.nerf.loading import load_rff_pipeline
         from rff_field.nerf.lpips import lpips_or_nan
         from rff_field.nerf.training import quiet_known_warnings
@@ -358,7 +359,7 @@ class NerfEvalTiming:
             for label in labels:
                 _, pipeline, model, _ = load_rff_pipeline(Path(finished[label]["config"]), "test", any_method=True)
                 all_cameras = pipeline.datamanager.eval_dataset.cameras
-                picks = sorted({round(i * (len(all_cameras) - 1) / max(self.views - 1, 1)) for i in range(self.views)})
+                picks = evenly_spaced(len(all_cameras), self.views)
                 models[label], cameras[label] = model, [all_cameras[i : i + 1] for i in picks]
         seconds: dict[str, list[float]] = {label: [] for label in labels}
         rays = {label: sum(int(c.width * c.height) for c in cameras[label]) for label in labels}

@@ -70,20 +70,22 @@ class ExportMesh:
         from rff_field.common.mesh import write_mesh
         from rff_field.nerf.loading import load_rff_pipeline, read_run_config
         from rff_field.nerf.mesh_export import density_mesh
+        from rff_field.nerf.model import RFFNeRFModelConfig
         from rff_field.nerf.quiet import quiet_known_warnings
 
         quiet_known_warnings()
         run = read_run_config(self.load_config)  # fail fast, before the dataset and the model are loaded
-        if self.field == "coarse" and not hasattr(run.pipeline.model, "num_coarse_samples"):
+        two_fields = isinstance(run.pipeline.model, RFFNeRFModelConfig)  # rff-nerfacto has one main field
+        if self.field == "coarse" and not two_fields:
             raise UsageError(f"--field coarse: a '{run.method_name}' run has one main field (fine); omit --field")
         _, _, model, step = load_rff_pipeline(self.load_config, test_mode="inference")
         aabb = model.scene_box.aabb
         bbox_min = self.bbox_min if self.bbox_min is not None else tuple(aabb[0].tolist())
         bbox_max = self.bbox_max if self.bbox_max is not None else tuple(aabb[1].tolist())
-        if hasattr(model, "field_fine"):
+        if two_fields:
             field = model.field_fine if self.field == "fine" else model.field_coarse
         else:
-            field = model.field  # rff-nerfacto's main field (its proposal networks are coarse density fields)
+            field = model.field  # its proposal networks are coarse density fields
         with CONSOLE.status(f"Marching cubes on a {self.resolution}^3 grid of the {self.field} density..."):
             mesh = density_mesh(
                 field,

@@ -20,6 +20,11 @@ def _output(outputs: dict, key: str) -> torch.Tensor:
     return outputs[key] if key in outputs else outputs[f"{key}_fine"]
 
 
+def evenly_spaced(total: int, count: int) -> list[int]:
+    """At most ``count`` distinct indices into ``total`` items, evenly spaced from the first to the last."""
+    return np.unique(np.linspace(0, total - 1, count).round().astype(int)).tolist()
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's kernels (CUDA), so that a timing covers them."""
     if torch.device(device).type == "cuda":
@@ -51,8 +56,7 @@ def evaluate_views(
     loader = pipeline.datamanager.fixed_indices_eval_dataloader  # type: ignore[attr-defined]
     dataset = pipeline.datamanager.eval_dataset
     if max_views is not None and max_views < len(loader):
-        picked = np.unique(np.linspace(0, len(loader) - 1, max_views).round().astype(int)).tolist()
-        loader = [loader.get_camera(index) for index in picked]
+        loader = [loader.get_camera(index) for index in evenly_spaced(len(loader), max_views)]
     renders = None
     if output_dir is not None:
         renders = Path(output_dir) / "renders"
