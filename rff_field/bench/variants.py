@@ -84,31 +84,32 @@ def parse_variant(text: str, presets: Mapping[str, str] = {}, methods: Optional[
     return Variant(label or safe_label(text), spec, overrides)
 
 
-def option_paths(config: object, prefix: str = "") -> dict[str, tuple[object, str]]:
-    """Every option of a (nested) dataclass instance: dotted path -> (the instance holding it, its field name).
+def option_paths(config: object, prefix: str = "", in_dict: bool = False) -> dict[str, tuple[object, str, bool]]:
+    """Every option of a (nested) dataclass instance: dotted path -> (the instance holding it, its field name,
+    whether it is reached through a dictionary).
 
     Dataclasses inside dictionaries are included under their keys (nerfstudio's
     ``optimizers.fields.optimizer.lr``).
     """
-    out: dict[str, tuple[object, str]] = {}
+    out: dict[str, tuple[object, str, bool]] = {}
     for field in dataclasses.fields(config):
         if field.name.startswith("_"):
             continue
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            out.update(option_paths(value, f"{prefix}{field.name}."))
+            out.update(option_paths(value, f"{prefix}{field.name}.", in_dict))
         elif isinstance(value, dict):
             out.update(_dict_paths(value, f"{prefix}{field.name}."))
         else:
-            out[prefix + field.name] = (config, field.name)
+            out[prefix + field.name] = (config, field.name, in_dict)
     return out
 
 
-def _dict_paths(mapping: dict, prefix: str) -> dict[str, tuple[object, str]]:
-    out: dict[str, tuple[object, str]] = {}
+def _dict_paths(mapping: dict, prefix: str) -> dict[str, tuple[object, str, bool]]:
+    out: dict[str, tuple[object, str, bool]] = {}
     for key, value in mapping.items():
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            out.update(option_paths(value, f"{prefix}{key}."))
+            out.update(option_paths(value, f"{prefix}{key}.", in_dict=True))
         elif isinstance(value, dict):
             out.update(_dict_paths(value, f"{prefix}{key}."))
     return out
@@ -131,9 +132,9 @@ def set_options(
     paths: dict[str, tuple[object, str]] = {}
     in_dicts: set[str] = set()  # reached by their full path only, so that short names mean what they meant before
     for config in configs:
-        for path, target in option_paths(config).items():
-            paths.setdefault(path, target)
-            if _under_dict(config, path):
+        for path, (holder, name, in_dict) in option_paths(config).items():
+            paths.setdefault(path, (holder, name))
+            if in_dict:
                 in_dicts.add(path)
 
     def matching(key: str) -> list[str]:
@@ -155,16 +156,6 @@ def set_options(
         holder, name = paths[matches[0]]
         hint = typing.get_type_hints(type(holder))[name]
         setattr(holder, name, convert(text, hint, key))
-
-
-def _under_dict(config: object, path: str) -> bool:
-    """Whether the option at ``path`` of ``config`` is reached through a dictionary."""
-    node = config
-    for part in path.split(".")[:-1]:
-        if isinstance(node, dict):
-            return True
-        node = getattr(node, part)
-    return isinstance(node, dict)
 
 
 def convert(text: str, hint: object, name: str) -> object:
