@@ -166,11 +166,11 @@ class BenchConfig:
     """Run nothing; rebuild results.json, results.md and the figures from the finished jobs."""
     jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
     """Which jobs to run, and how."""
-    engine: Literal["auto", "batched", "sequential"] = "auto"
+    engine: Literal["batched", "sequential", "auto"] = "batched"
     """``batched``: fit jobs that share a network shape, image size and settings together, as one batched
-    computation (``rff_field.image.batched``; same results as one by one); ``sequential``: one job at a time;
-    ``auto``: batched on a GPU, sequential on a CPU (where batching measured 0.5-0.96x as fast:
-    benchmarks/image/speed)."""
+    computation (``rff_field.image.batched``; same results as one by one; each batch's jobs are written when it
+    finishes); ``sequential``: one job at a time, each written when it finishes; ``auto``: the same as
+    ``batched`` (kept for older commands)."""
     batch_models: int = 8
     """With ``--engine batched``: the most jobs fitted together."""
     progress: bool = True
@@ -406,7 +406,7 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     todo = selected(jobs, config.jobs)
     check_images(todo, config.downsample)
     _check_out(config)
-    if config.engine == "batched" or (config.engine == "auto" and resolve_device(config.fit.device).type == "cuda"):
+    if config.engine != "sequential":
         run, key = partial(run_batch, config, notify=notify), partial(job_batch_key, config)
         report = run_batches(todo, config.out, run, key, config.batch_models, config.jobs, total=len(jobs))
     else:

@@ -8,10 +8,12 @@ tensors), as may the image.
 
 Design:
 
-* Each model stays an ordinary module built exactly as ``fit_image`` builds it (its own seed). Every step the K
-  copies of each parameter are stacked (``torch.stack``, differentiable) and the forward pass runs once over the
-  stack with ``torch.func.functional_call`` under ``torch.func.vmap`` (batched matrix products); the loss is the
-  sum of the K models' mean squared errors, so each model's gradient is that of its own loss.
+* Each model stays an ordinary module built exactly as ``fit_image`` builds it (its own seed). On a GPU
+  (``vectorize``), every step the K copies of each parameter are stacked (``torch.stack``, differentiable) and the
+  forward pass runs once over the stack with ``torch.func.functional_call`` under ``torch.func.vmap`` (batched
+  matrix products). On the CPU the K forward passes run one after another inside the one step: a core is already
+  busy with one model's products, and batched ones only add memory traffic. Either way the loss is the sum of the
+  K models' mean squared errors, so each model's gradient is that of its own loss.
 * One Adam holds every model's own parameter groups (``inr`` and ``filter`` per model). Adam is elementwise, so
   over the K models' parameters it does exactly what K separate Adams do, and per-model groups give each model
   its own filter rate: the K filter groups read their ``lr`` from one device vector of rates (each group holds a
@@ -118,6 +120,7 @@ def fit_images(
     progress: bool = False,
     notify: Optional[Callable[[str], None]] = None,
     stop_at: Optional[float] = None,
+    vectorize: Optional[bool] = None,
 ) -> Optional[list[FitResult]]:
     """Fit the jobs' networks together; returns one result per job, as :func:`fit_image` would.
 
@@ -127,6 +130,8 @@ def fit_images(
         notify: Receives one-line notices; default: print them.
         stop_at: A ``time.monotonic()`` value; past it, training stops at the next progress check (every
             ``log_every`` iterations of the first job) and None is returned.
+        vectorize: One vmapped forward pass over the stacked models (True) or K passes in one step (False); default:
+            vectorized on CUDA only. Both give the same results to rounding.
 
     Raises:
         UsageError: For no jobs, jobs that cannot share a batch, or a method that cannot be batched (SAPE).
@@ -159,16 +164,17 @@ def fit_images(
         inputs = inputs[0] if shared else inputs
     else:
         inputs, shared = coords, True
-    predictor = _Predictor(models[0], cached)
-    names = [name for name, _ in predictor.named_parameters()]
-    per_model = [dict(_Predictor(model, cached).named_parameters()) for model in models]
-    buffers = {
-        name: torch.stack([dict(_Predictor(model, cached).named_buffers())[name] for model in models])
-        for name, _ in predictor.named_buffers()
-    }
+    predictors = [_Predictor(model, cached) for model in models]
+    per_model = [dict(predictor.named_parameters()) for predictor in predictors]
+    buffers = {name: torch.stack([dict(p.named_buffers())[name] for p in predictors])
+               for name, _ in predictors[0].named_buffers()}  # fmt: skip
+    vectorize = device.type == "cuda" if vectorize is None else vectorize
 
-    def batched_forward(params: dict, x: Tensor, per_model_x: bool) -> Tensor:
-        call = lambda p, b, inputs: functional_call(predictor, (p, b), (inputs,))  # noqa: E731
+    def batched_forward(x: Tensor, per_model_x: bool) -> Tensor:
+        if not vectorize:
+            return torch.stack([predict(x[k] if per_model_x else x) for k, predict in enumerate(predictors)])
+        params = {name: torch.stack([p[name] for p in per_model]) for name in per_model[0]}
+        call = lambda p, b, inputs: functional_call(predictors[0], (p, b), (inputs,))  # noqa: E731
         return vmap(call, in_dims=(0, 0, 0 if per_model_x else None))(params, buffers, x)
 
     groups, lambdas, inr_lr = [], [], 0.0
@@ -212,11 +218,8 @@ def fit_images(
             sse = torch.zeros(count, device=device, dtype=torch.float64)
             for begin in range(0, num_pixels, first.batch_size):
                 index = None if order is None else order[:, begin : begin + first.batch_size]
-                params = {name: torch.stack([p[name] for p in per_model]) for name in names}
                 with forward_context:
-                    prediction = batched_forward(
-                        params, _gather(inputs, shared, index), index is not None or not shared
-                    )
+                    prediction = batched_forward(_gather(inputs, shared, index), index is not None or not shared)
                 errors = (at_least_float32(prediction) - _gather(target, False, index)) ** 2
                 losses = torch.stack([error.mean() for error in errors])  # each model's loss, as fit_image's
                 optimizer.zero_grad(set_to_none=True)
@@ -252,7 +255,12 @@ def fit_images(
                             mse_history[:done, k], seconds / first.iters / count, inr_lr,
                             filter_lrs[:done] if filter_groups and search is None else None,
                             records[:done, k] if search is not None else None, notify)  # fmt: skip
-        result.metrics.update(engine="batched", batch_models=count, batch_seconds_per_iter=seconds / first.iters)
+        result.metrics.update(
+            engine="batched",
+            batch_models=count,
+            batch_vectorized=vectorize,
+            batch_seconds_per_iter=seconds / first.iters,
+        )
         if diverged[k] is not None:
             result.metrics.update(diverged=str(diverged[k]), iters_requested=job.config.iters)
         results.append(result)

@@ -69,12 +69,13 @@ def equal_parameter_baselines() -> dict[str, FitConfig]:
 CASES.update(equal_parameter_baselines())
 
 
+@pytest.mark.parametrize("vectorize", [True, False], ids=["vmap", "per-model"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_batched_fits_equal_sequential_fits(case, float64):
+def test_batched_fits_equal_sequential_fits(case, vectorize, float64):
     base = CASES[case]
     jobs = [ImageJob(image(k), replace(base, seed=k, network=replace(base.network, rff_seed=k)), f"img{k}")
             for k in range(3)]  # fmt: skip
-    batched = fit_images(jobs)
+    batched = fit_images(jobs, vectorize=vectorize)
     for job, result in zip(jobs, batched):
         alone = fit_image(job.pixels, job.config, name=job.name, progress=False).metrics
         together = result.metrics
@@ -86,7 +87,8 @@ def test_batched_fits_equal_sequential_fits(case, float64):
             torch.testing.assert_close(torch.tensor(together["filter_lr_history"]),
                                        torch.tensor(alone["filter_lr_history"]), rtol=1e-9, atol=0)  # fmt: skip
         assert (together["line_search_history"] is None) == (alone["line_search_history"] is None)
-        assert set(together) - set(alone) == {"engine", "batch_models", "batch_seconds_per_iter"}
+        assert set(together) - set(alone) == {"engine", "batch_models", "batch_vectorized", "batch_seconds_per_iter"}
+        assert together["batch_vectorized"] is vectorize
     histories = [r.metrics["psnr_history"] for r in batched]
     assert histories[0] != histories[1]  # different images and seeds: the models are independent
 
