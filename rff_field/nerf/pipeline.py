@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Dict, Literal, Optional, Type
 
 import torch
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
-from nerfstudio.utils.rich_utils import CONSOLE
 from torch.amp import GradScaler
 
 from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
@@ -29,11 +29,12 @@ def check_pipeline_config(config: VanillaPipelineConfig, test_mode: TestMode = "
 
 
 def exit_on_usage_error(check: Callable[[], None]) -> None:
-    """Run ``check``; on a :class:`UsageError` print one line and exit with status 2 (nerfstudio's commands)."""
+    """Run ``check``; on a :class:`UsageError` print one line on stderr (``ns-train: error: ...``, as the
+    plugin's own commands) and exit with status 2 (nerfstudio's commands)."""
     try:
         check()
     except UsageError as err:
-        CONSOLE.print(f"[bold red]Error:[/bold red] {err}", soft_wrap=True)
+        print(f"{Path(sys.argv[0]).name}: error: {err}", file=sys.stderr)
         sys.exit(USAGE_EXIT_STATUS)
 
 

@@ -167,14 +167,14 @@ def test_pipeline_stops_with_one_line(scene, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         config.setup(device="cpu", test_mode="val")
     assert exit_info.value.code == 2
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("Error:") and "does not exist" in out[0]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{Path(sys.argv[0]).name}: error: ") and "does not exist" in err[0]
 
     config.datamanager.data = scene
     config.model.filter_num_layers = 0
     with pytest.raises(SystemExit):
         config.setup(device="cpu", test_mode="val")
-    assert "filter-num-layers must be positive" in capsys.readouterr().out
+    assert "filter-num-layers must be positive" in capsys.readouterr().err
 
 
 def test_ns_train_on_a_folder_without_transforms(tmp_path):
