@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CPU protocol of benchmarks/nerf/nerfacto.md: the NeRF synthetic chair at 1/8 resolution (100x100), every method
-# trained for the same time (SECONDS_EACH, default 600, of CPU time: other jobs on a shared core stretch wall time,
+# trained for the same time (SECONDS_EACH, default 1200, of CPU time: other jobs on a shared core stretch wall time,
 # not CPU time; CLOCK=wall for wall time) on one pinned core, one after the other: rff-nerfacto-lite
 # with the filter on and off, its filter-off baseline with as many parameters (density MLP width 96), rff-nerf-lite,
 # nerfstudio's nerfacto with the lite's rays and samples per ray (its hash grids as they are), and nerfstudio's own
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-outputs/bench-nerfacto-cpu}
-SECONDS_EACH=${SECONDS_EACH:-600}
+SECONDS_EACH=${SECONDS_EACH:-1200}
 CHAIR=${CHAIR:-../shared/data/nerf_synthetic/chair}
 SCALE=${SCALE:-0.125}
 EVAL_VIEWS_SLOW=${EVAL_VIEWS_SLOW:-5}
