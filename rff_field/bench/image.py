@@ -36,6 +36,7 @@ from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
 from rff_field.core.errors import TrainingDiverged
+from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
 from rff_field.image.data import UsageError, downsample, load_image
 from rff_field.image.fit import IMAGE_METHODS, FitConfig, prepare_image, run_fit, write_fit_outputs
@@ -303,7 +304,7 @@ def _check_out(config: BenchConfig) -> None:
     if foreign and not marker.exists():
         raise UsageError(f"{out} is not empty and holds no benchmark (bench.json); choose another --out")
     if marker.exists():
-        stored = json.loads(marker.read_text()).get("protocol", {})
+        stored = _with_nested_line_search(json.loads(marker.read_text()).get("protocol", {}))
         conflicts = _conflicts(stored, json.loads(json.dumps(protocol)))
         if conflicts and not config.jobs.overwrite:
             raise UsageError(
@@ -425,16 +426,27 @@ SUMMARY_KEYS = ("psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter", "num_p
                 "params_per_value", "embedding_dim")  # fmt: skip
 
 
+LEGACY_LINE_SEARCH_KEYS = {"enabled": "line_search", "rule": "rule", "direction": "direction", "lr_min": "lr_min",
+                           "lr_max": "lr_max", "eps": "ls_eps", "c1": "c1"}  # fmt: skip
+"""Nested line-search option -> its top-level FitConfig key in runs written before ``line_search`` was nested."""
+
+
 def _line_search_config(fit: dict) -> dict:
     """The line-search options of a stored FitConfig (runs written before ``line_search`` was nested kept them
-    at the top level)."""
+    at the top level, with ``line_search`` the on/off switch)."""
     if isinstance(fit.get("line_search"), dict):
         return fit["line_search"]
-    return {
-        "rule": fit.get("rule", "paper"),
-        "direction": fit.get("direction", "adam"),
-        "lr_max": fit.get("lr_max", 1e-3),
-    }
+    defaults = asdict(LineSearchConfig())
+    return {name: fit.get(old, defaults[name]) for name, old in LEGACY_LINE_SEARCH_KEYS.items()}
+
+
+def _with_nested_line_search(protocol: dict) -> dict:
+    """A stored protocol with its line-search options nested as today's (a folder written before they were)."""
+    fit = protocol.get("fit")
+    if not isinstance(fit, dict) or "line_search" not in fit or isinstance(fit["line_search"], dict):
+        return protocol
+    rest = {key: value for key, value in fit.items() if key not in LEGACY_LINE_SEARCH_KEYS.values()}
+    return {**protocol, "fit": {**rest, "line_search": _line_search_config(fit)}}
 
 
 def run_summary(metrics: dict) -> dict:

@@ -201,6 +201,24 @@ def test_bench_protects_foreign_folders_and_other_protocols(image_folder, tmp_pa
         run_bench(other)
 
 
+def test_bench_reads_a_folder_written_before_the_line_search_options_were_nested(image_folder, tmp_path):
+    out = tmp_path / "out"
+    config = tiny_bench(image_folder, out, sweep_names=(), long_names=(), variants=("mlp-pe",))
+    run_bench(config)
+    marker = out / "bench.json"
+    stored = json.loads(marker.read_text())
+    fit = stored["protocol"]["fit"]
+    search = fit.pop("line_search")
+    fit.update(line_search=search["enabled"], rule=search["rule"], direction=search["direction"],
+               lr_min=search["lr_min"], lr_max=search["lr_max"], ls_eps=search["eps"], c1=search["c1"])  # fmt: skip
+    marker.write_text(json.dumps(stored))
+    run_bench(config)  # the same settings in the old layout: not another protocol
+    fit["lr_max"] = search["lr_max"] * 10
+    marker.write_text(json.dumps(stored))
+    with pytest.raises(UsageError, match=r"another protocol \(fit.line_search.lr_max differ"):
+        run_bench(config)
+
+
 def test_merge_runs_fills_jobs_from_other_folders(image_folder, tmp_path):
     quiet = dict(sweep_names=(), long_names=())
     a, b, c, merged = (tmp_path / name for name in ("a", "b", "c", "merged"))
