@@ -49,9 +49,8 @@ def test_core_needs_only_torch():
 
 
 def test_no_citation_outside_the_repository():
-    pattern = re.compile(r"DESIGN\.md|cpu_slot|/work/|/tmp/[a-z]")
+    pattern = re.compile(r"DESIGN\.md|cpu_slo[t]|/wor[k]/|/tm[p]/[a-z]")  # the brackets keep this line from matching
     files = [*REPO.glob("rff_field/**/*.py"), *REPO.glob("tests/**/*.py"), *REPO.glob("docs/*.md"),
              *REPO.glob("scripts/*"), *REPO.glob("benchmarks/**/*.md"), *REPO.glob("benchmarks/**/*.toml"),
-             REPO / "README.md"]  # fmt: skip
-    hits = [f"{path.relative_to(REPO)}" for path in files if path != __file__ and pattern.search(path.read_text())]
-    assert [hit for hit in hits if not hit.endswith("test_layout.py")] == []
+             *REPO.glob("benchmarks/**/*.json"), REPO / "README.md"]  # fmt: skip
+    assert [f"{path.relative_to(REPO)}" for path in files if pattern.search(path.read_text())] == []
