@@ -2,10 +2,8 @@
 
 Reads the finished runs of the study's parts (``benchmarks/reproduction/protocols.toml``, tables ``scale-*``): one
 ``rff-image bench`` folder per image size and iteration count, ``OUT/x<downsample>-<iterations>/runs/<image>/
-<label>/metrics.json``; a folder ``x<downsample>-<iterations>-<suffix>`` counts as the same part (runs added after
-the fit's options were regrouped, which the harness's protocol check reads as another protocol). Each setting runs
-as a pair, the plain MLP ``mlp-TAG`` and the filtered ``filt-TAG``; the variants of question 3 are filtered runs
-``filt-TAG-VARIANT`` against the pair of ``TAG``. Writes into ``--dest``:
+<label>/metrics.json``. Each setting runs as a pair, the plain MLP ``mlp-TAG`` and the filtered ``filt-TAG``; the
+variants of question 3 are filtered runs ``filt-TAG-VARIANT`` against the pair of ``TAG``. Writes into ``--dest``:
 
   scale.md    the tables (and the hand-written answers, ``scale_answers.md`` beside it, when present)
   scale.json  the same numbers, without histories
@@ -89,12 +87,11 @@ class ScaleReport:
 
 
 def load_runs(out: Path) -> dict[tuple[str, str, str], dict]:
-    """``{(folder, image, label): metrics}`` of every finished job under ``out`` (folder: ``x4-2000`` also for
-    ``x4-2000-b``)."""
+    """``{(folder, image, label): metrics}`` of every finished job under ``out``."""
     runs = {}
     for path in sorted(out.glob("*/runs/*/*/metrics.json")):
         folder, _, image, label = path.parent.relative_to(out).parts
-        runs[("-".join(folder.split("-")[:2]), image, label)] = json.loads(path.read_text())
+        runs[(folder, image, label)] = json.loads(path.read_text())
     return runs
 
 

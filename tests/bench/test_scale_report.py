@@ -37,7 +37,7 @@ def test_report_pairs_runs_and_counts_the_rules_branches(tmp_path):
     # crossing b/k = 1 lies far above lr_max
     half = ITERS // 2
     history = {"loss": [1.0] * ITERS, "d_filter": [1.0] * half + [-1.0] * half, "lr_d_inr": [0.0] * ITERS}
-    write_run(tmp_path / "out", "x4-2000-b", "kodim05", "mlp-wire22-w64", 22.0)  # a later folder of the same part
+    write_run(tmp_path / "out", "x4-2000", "kodim05", "mlp-wire22-w64", 22.0)
     write_run(tmp_path / "out", "x4-2000", "kodim05", "filt-wire22-w64", 23.5, history)
     write_run(tmp_path / "out", "x4-2000", "kodim05", "filt-wire22-w128-residual", 24.0, history)  # its base: missing
     ScaleReport(out=tmp_path / "out", dest=tmp_path / "dest", images=("kodim05",)).main()
