@@ -165,10 +165,11 @@ def fit_images(
     else:
         inputs, shared = coords, True
     predictors = [_Predictor(model, cached) for model in models]
-    per_model = [dict(predictor.named_parameters()) for predictor in predictors]
-    buffers = {name: torch.stack([dict(p.named_buffers())[name] for p in predictors])
-               for name, _ in predictors[0].named_buffers()}  # fmt: skip
     vectorize = device.type == "cuda" if vectorize is None else vectorize
+    if vectorize:  # what the vmapped pass stacks
+        per_model = [dict(predictor.named_parameters()) for predictor in predictors]
+        buffers = {name: torch.stack([dict(p.named_buffers())[name] for p in predictors])
+                   for name, _ in predictors[0].named_buffers()}  # fmt: skip
 
     def batched_forward(x: Tensor, per_model_x: bool) -> Tensor:
         if not vectorize:
