@@ -19,6 +19,8 @@ CHAIR=${CHAIR:-../shared/data/nerf_synthetic/chair}
 SCALE=${SCALE:-0.25}
 METHOD=${METHOD:-rff-nerfacto}
 OPTIONS=${OPTIONS:-}   # overrides for both variants, e.g. ",implementation=torch"
+# a Blender scene: its white background, its exact poses kept (nerfacto refines them otherwise); empty for rff-nerf
+SCENE_OPTIONS=${SCENE_OPTIONS-,background_color=white,camera_optimizer.mode=off}
 PYTHON=${PYTHON:-python}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT/logs"
@@ -29,7 +31,8 @@ torch.cuda.is_available(), 'tinycudann', e.TCNN_EXISTS)"
 } > "$OUT/logs/env.txt" 2>&1
 "$PYTHON" -m rff_field.cli.bench nerf --data "$CHAIR" --out "$OUT" --scale "$SCALE" --seed 42 --device "$DEVICE" \
     --steps 1000000 --seconds "$BUDGET_S" \
-    --variants "filter:$METHOD$OPTIONS" "baseline:$METHOD,use_filter=false$OPTIONS" > "$OUT/logs/train.log" 2>&1
+    --variants "filter:$METHOD$SCENE_OPTIONS$OPTIONS" "baseline:$METHOD,use_filter=false$SCENE_OPTIONS$OPTIONS" \
+    > "$OUT/logs/train.log" 2>&1
 "$PYTHON" -m rff_field.cli.bench nerf-report --out "$OUT" --dest "$OUT/report" \
     --title "$METHOD on $(basename "$CHAIR") at scale $SCALE, filter on and off, $BUDGET_S s of training each ($DEVICE)" \
     --how "scripts/gpu_nerf.sh $OUT $BUDGET_S; $(tr '\n' ' ' < "$OUT/logs/env.txt")" > "$OUT/logs/report.log" 2>&1

@@ -149,7 +149,7 @@ rff_nerfacto_lite = MethodSpecification(
         steps_per_eval_image=1000,
         steps_per_eval_all_images=100000,
         steps_per_save=1000,
-        max_num_iterations=5000,
+        max_num_iterations=10000,
         mixed_precision=False,
         pipeline=RFFPipelineConfig(
             datamanager=VanillaDataManagerConfig(
@@ -174,7 +174,7 @@ rff_nerfacto_lite = MethodSpecification(
                 camera_optimizer=CameraOptimizerConfig(mode="SO3xR3"),
             ),
         ),
-        optimizers=_nerfacto_optimizers(decay_steps=50000),
+        optimizers=_nerfacto_optimizers(decay_steps=10000),  # to lr_final over the default run (20 min on one core)
         viewer=ViewerConfig(num_rays_per_chunk=4096),
         vis="viewer",
     ),
