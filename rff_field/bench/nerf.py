@@ -453,12 +453,15 @@ class NerfReport:
                 f"{r['params_filter']:,} | {r['seconds_per_step_median']:.3f} | "
                 f"{'' if rays is None else f'{rays:,.0f}'} |"
             )
+        first_views = {v["view"]: v for v in first["test_views"]}
         for r in runs[1:]:
-            wins = sum(a["psnr"] > b["psnr"] for a, b in zip(r["test_views"], first["test_views"]))
+            # a variant evaluated on fewer views (--eval-views) is compared on the views both rendered
+            pairs = [(v, first_views[v["view"]]) for v in r["test_views"] if v["view"] in first_views]
+            wins = sum(a["psnr"] > b["psnr"] for a, b in pairs)
+            psnr, ssim = (statistics.fmean(a[k] - b[k] for a, b in pairs) for k in ("psnr", "ssim"))
             lines.append(
-                f"\n{r['label']} − {first['label']}: {r['test']['psnr'] - first['test']['psnr']:+.2f} dB PSNR, "
-                f"{r['test']['ssim'] - first['test']['ssim']:+.4f} SSIM; better on {wins} of "
-                f"{len(r['test_views'])} test views."
+                f"\n{r['label']} − {first['label']}: {psnr:+.2f} dB PSNR, {ssim:+.4f} SSIM; better on {wins} of "
+                f"{len(pairs)} test views" + ("." if len(pairs) == len(first_views) else " (the views both rendered).")
             )
         for t in timings:
             medians = ", ".join(f"{label} {s:.3f}" for label, s in t["seconds_per_step_median"].items())

@@ -132,3 +132,7 @@ def test_report_shows_only_views_every_variant_rendered(scene, tmp_path):
     tiny_bench(scene, out, steps=1, eval_views=1, variants=(f"one:rff-nerf-lite,{TINY}",)).main()  # r_0 only
     NerfReport(out=out, dest=tmp_path / "report", title="tiny", views=("r_1", "r_0")).main()
     assert (tmp_path / "report" / "test_views.png").is_file()
+    runs = {label: json.loads((out / "runs" / label / "metrics.json").read_text()) for label in ("all", "one")}
+    gap = runs["one"]["test_views"][0]["psnr"] - runs["all"]["test_views"][0]["psnr"]  # on r_0, the view both have
+    markdown = (tmp_path / "report" / "results.md").read_text()
+    assert f"one − all: {gap:+.2f} dB PSNR" in markdown and "of 1 test views (the views both rendered)" in markdown
