@@ -142,6 +142,9 @@ rff_nerfacto = MethodSpecification(
     "with a filtered Fourier feature field in place of its hash grid and a line-searched filter rate",
 )
 
+LITE_STEPS = 10000
+"""rff-nerfacto-lite's default run; its fields' and proposal networks' rates reach their final value at its end."""
+
 rff_nerfacto_lite = MethodSpecification(
     config=RFFTrainerConfig(
         method_name="rff-nerfacto-lite",
@@ -149,7 +152,7 @@ rff_nerfacto_lite = MethodSpecification(
         steps_per_eval_image=1000,
         steps_per_eval_all_images=100000,
         steps_per_save=1000,
-        max_num_iterations=10000,
+        max_num_iterations=LITE_STEPS,
         mixed_precision=False,
         pipeline=RFFPipelineConfig(
             datamanager=VanillaDataManagerConfig(
@@ -174,7 +177,7 @@ rff_nerfacto_lite = MethodSpecification(
                 camera_optimizer=CameraOptimizerConfig(mode="SO3xR3"),
             ),
         ),
-        optimizers=_nerfacto_optimizers(decay_steps=10000),  # to lr_final over the default run (20 min on one core)
+        optimizers=_nerfacto_optimizers(decay_steps=LITE_STEPS),
         viewer=ViewerConfig(num_rays_per_chunk=4096),
         vis="viewer",
     ),
