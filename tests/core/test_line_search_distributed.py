@@ -43,6 +43,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
         },
         os.path.join(out_dir, f"rank{rank}.pt"),
     )
+    dist.barrier()  # neither process tears gloo down while the other still uses it
     dist.destroy_process_group()
 
 
