@@ -387,6 +387,80 @@ class NerfEvalTiming:
 
 
 @dataclass
+class HashGridTiming:
+    """The proposal networks' hash grid on torch: nerfstudio's ``HashEncoding`` and this package's
+    ``TorchHashEncoding`` (the same table and outputs) taking turns on the same points, forward alone (rendering)
+    and forward plus backward (training)."""
+
+    dest: Path = Path("benchmarks/nerf")
+    """Folder for hash_grid.json and hash_grid.md."""
+    points: int = 131072
+    """Positions per pass (4096 rays of 32 proposal samples: rff-nerfacto-lite's first proposal network)."""
+    levels: int = 5
+    """Grid levels (rff-nerfacto-lite's proposal networks: 5, 2**15 entries each, 2 features)."""
+    log2_hashmap_size: int = 15
+    """Entries per level, as a power of two."""
+    rounds: int = 7
+    """Counted rounds (one more warms up first); each times both encodings."""
+
+    def main(self) -> dict:
+        """Measure and write the table; returns the result."""
+        from nerfstudio.field_components.encodings import HashEncoding
+
+        from rff_field.nerf.hash_grid import TorchHashEncoding
+
+        if self.points < 1 or self.levels < 1 or self.rounds < 1:
+            raise UsageError("--points, --levels and --rounds must be at least 1")
+        torch.manual_seed(0)
+        args = dict(num_levels=self.levels, min_res=16, max_res=64,
+                    log2_hashmap_size=self.log2_hashmap_size, implementation="torch")  # fmt: skip
+        encodings = {"nerfstudio": HashEncoding(**args), "rff_field": TorchHashEncoding(**args)}
+        encodings["rff_field"].load_state_dict(encodings["nerfstudio"].state_dict())
+        x = torch.rand(self.points, 3)
+
+        def forward(encoding) -> None:
+            with torch.no_grad():
+                encoding(x)
+
+        def forward_backward(encoding) -> None:
+            encoding.hash_table.grad = None
+            encoding(x).sum().backward()
+
+        seconds: dict = {(pass_, name): [] for pass_ in ("forward", "forward+backward") for name in encodings}
+        for index in range(self.rounds + 1):  # the first round warms up
+            for pass_, run in (("forward", forward), ("forward+backward", forward_backward)):
+                for name in encodings if index % 2 == 0 else list(encodings)[::-1]:
+                    start = time.perf_counter()
+                    run(encodings[name])
+                    if index:
+                        seconds[pass_, name].append(time.perf_counter() - start)
+        machine = machine_description(torch.device("cpu"))
+        rows = []
+        for pass_ in ("forward", "forward+backward"):
+            ours, theirs = (1e3 * statistics.median(seconds[pass_, name]) for name in ("rff_field", "nerfstudio"))
+            rows.append({"pass": pass_, "nerfstudio_ms": theirs, "rff_field_ms": ours, "speedup": theirs / ours})
+        result = {"machine": machine, "points": self.points, "levels": self.levels,
+                  "log2_hashmap_size": self.log2_hashmap_size, "rounds": self.rounds, "rows": rows}  # fmt: skip
+        self.dest.mkdir(parents=True, exist_ok=True)
+        write_json(self.dest / "hash_grid.json", result)
+        lines = [
+            "# The proposal networks' hash grid on torch: nerfstudio's and rff_field's",
+            "",
+            f"{self.points:,} positions, {self.levels} levels of 2^{self.log2_hashmap_size} entries, 2 features; "
+            f"machine: {machine}. Median of {self.rounds} rounds, the two taking turns. Written by "
+            "`rff-bench hash-grid-timing`.",
+            "",
+            "| pass | nerfstudio (ms) | rff_field (ms) | speed-up |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [f"| {r['pass']} | {r['nerfstudio_ms']:.1f} | {r['rff_field_ms']:.1f} | {r['speedup']:.2f}x |"
+                  for r in rows]  # fmt: skip
+        (self.dest / "hash_grid.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return result
+
+
+@dataclass
 class NerfReport:
     """Collect the finished variants (and timings) of a NeRF benchmark into results.json, results.md and a PNG."""
 

@@ -14,6 +14,7 @@ Subcommands:
     nerf-timing          seconds per NeRF training step of the variants, alternating in one process
     nerf-eval-timing     rays per second of finished NeRF variants rendering test views, taking turns in one process
     nerf-report          the NeRF benchmark's tables and figure
+    hash-grid-timing     the proposal networks' torch hash grid, nerfstudio's and this package's, side by side
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Annotated, Optional, Sequence, Union
 import tyro
 
 from rff_field.bench.image import BenchConfig, merge_runs
-from rff_field.bench.nerf import NerfBenchConfig, NerfEvalTiming, NerfReport, NerfTiming
+from rff_field.bench.nerf import HashGridTiming, NerfBenchConfig, NerfEvalTiming, NerfReport, NerfTiming
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.reproduction import ReproductionReport
 from rff_field.bench.scale import ScaleReport
@@ -88,6 +89,7 @@ Command = Union[
     Annotated[NerfTiming, tyro.conf.subcommand("nerf-timing")],
     Annotated[NerfEvalTiming, tyro.conf.subcommand("nerf-eval-timing")],
     Annotated[NerfReport, tyro.conf.subcommand("nerf-report")],
+    Annotated[HashGridTiming, tyro.conf.subcommand("hash-grid-timing")],
 ]
 
 

@@ -33,6 +33,7 @@ from rff_field.core.filter import FilterInit
 from rff_field.core.optim import LineSearchConfig
 from rff_field.nerf.field import EncodingKind
 from rff_field.nerf.filtered_model import FilteredModelMixin, position_embedding
+from rff_field.nerf.hash_grid import use_faster_torch_hash_grid
 from rff_field.nerf.nerfacto_field import FourierNerfactoField
 
 FIELDS_GROUP = "fields"
@@ -137,6 +138,7 @@ class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
             network = HashMLPDensityField(self.scene_box.aabb, spatial_distortion=contraction, **args,
                                           average_init_density=config.average_init_density,
                                           implementation=config.implementation)  # fmt: skip
+            use_faster_torch_hash_grid(network)
             self.proposal_networks.append(network)
         self.density_fns = [self.proposal_networks[min(i, num_networks - 1)].density_fn
                             for i in range(config.num_proposal_iterations)]  # fmt: skip

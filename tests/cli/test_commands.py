@@ -10,7 +10,8 @@ import pytest
 from rff_field.cli import bench, demo, export_mesh, image, sdf
 
 BENCHMARKS = (
-    "image image-merge image-timing filter-timing reproduction-report sdf nerf nerf-timing nerf-eval-timing nerf-report"
+    "image image-merge image-timing filter-timing reproduction-report sdf nerf nerf-timing nerf-eval-timing "
+    "nerf-report hash-grid-timing"
 )
 COMMANDS = {
     "rff-image": (image.entrypoint, ["fit", "bench"]),
@@ -57,6 +58,9 @@ def test_image_and_filter_timing_write_tables(tmp_path):
     padding = bench.FilterTiming(dest=tmp_path / "f", widths=(6,), samples=64, rounds=1, repeats=1).main()
     assert padding["rows"][0]["padded_dim"] == 8
     assert json.loads((tmp_path / "f" / "padding.json").read_text())["rows"][0]["dim"] == 6
+    grid = bench.HashGridTiming(dest=tmp_path / "h", points=64, levels=2, log2_hashmap_size=6, rounds=1).main()
+    assert [r["pass"] for r in grid["rows"]] == ["forward", "forward+backward"]
+    assert "| forward+backward |" in (tmp_path / "h" / "hash_grid.md").read_text()
 
 
 def test_protocol_tables_start_the_image_benchmark(tmp_path, monkeypatch, capsys):
