@@ -26,7 +26,7 @@ class TorchHashEncoding(HashEncoding):
     def pytorch_fwd(self, in_tensor: Float[Tensor, "*bs 3"]) -> Float[Tensor, "*bs output_dim"]:
         batch_shape = in_tensor.shape[:-1]
         points = in_tensor.reshape(-1, 3).T  # [3, N]
-        scaled = self.scalings.to(points).view(-1, 1, 1) * points  # [levels, 3, N]
+        scaled = self.scalings.to(points.device).view(-1, 1, 1) * points  # [levels, 3, N]
         low = scaled.floor()
         offset = scaled - low
         corners = (scaled.ceil().long(), low.long())  # the ceil corner's weight is offset (nerfstudio's convention)

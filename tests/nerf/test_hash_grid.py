@@ -44,6 +44,18 @@ def test_equals_nerfstudios_torch_hash_grid_and_its_gradient(levels, log2_size, 
     torch.testing.assert_close(gradients[1], gradients[0], rtol=1e-5, atol=1e-4)
 
 
+def test_half_precision_positions_are_encoded_as_nerfstudio_does():
+    """nerfstudio's grid scales fp16 positions by float32 resolutions (so in float32); so must this one."""
+    reference = HashEncoding(5, 16, 64, 15, 2, implementation="torch")
+    faster = TorchHashEncoding(5, 16, 64, 15, 2, implementation="torch")
+    faster.load_state_dict(reference.state_dict())
+    x = points().half()
+    with torch.no_grad():
+        expected, got = reference(x), faster(x)
+    assert got.dtype == expected.dtype == torch.float32
+    torch.testing.assert_close(got, expected, rtol=0.0, atol=1e-8)  # table entries are of order 1e-3
+
+
 def test_rff_nerfacto_proposal_networks_use_it_with_nerfstudios_parameters():
     box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
     torch.manual_seed(0)
