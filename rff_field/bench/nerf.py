@@ -251,6 +251,12 @@ def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
     return result
 
 
+def taking_turns(labels: list[str], round_index: int) -> list[str]:
+    """The order in which timed variants run in a round: as given in even rounds, reversed in odd ones, so that none
+    always runs first (right after the warm-up, or after the same neighbour)."""
+    return labels if round_index % 2 == 0 else labels[::-1]
+
+
 @dataclass
 class NerfTiming:
     """Seconds per training step of the variants, measured with their trainers alternating in one process: blocks
@@ -301,7 +307,7 @@ class NerfTiming:
             run(label, self.warmup, record=False)
         labels = list(trainers)
         for index in range(self.rounds):
-            for label in labels if index % 2 == 0 else labels[::-1]:
+            for label in taking_turns(labels, index):
                 run(label, self.block, record=True)
         reference = labels[0]
         result = {
@@ -365,7 +371,7 @@ class NerfEvalTiming:
         rays = {label: sum(int(c.width * c.height) for c in cameras[label]) for label in labels}
         with torch.no_grad():
             for index in range(self.rounds):
-                for label in labels if index % 2 == 0 else labels[::-1]:
+                for label in taking_turns(labels, index):
                     model = models[label]
                     synchronize(model.device)
                     start = time.perf_counter()
@@ -429,7 +435,7 @@ class HashGridTiming:
         seconds: dict = {(pass_, name): [] for pass_ in ("forward", "forward+backward") for name in encodings}
         for index in range(self.rounds + 1):  # the first round warms up
             for pass_, run in (("forward", forward), ("forward+backward", forward_backward)):
-                for name in encodings if index % 2 == 0 else list(encodings)[::-1]:
+                for name in taking_turns(list(encodings), index):
                     start = time.perf_counter()
                     run(encodings[name])
                     if index:
