@@ -14,7 +14,8 @@ from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
+from rff_field.nerf.filtered_model import MODEL_OPTION_PREFIX
 
 if TYPE_CHECKING:
     from rff_field.nerf.model import RFFNeRFModelConfig
@@ -23,37 +24,23 @@ if TYPE_CHECKING:
 TestMode = Literal["test", "val", "inference"]
 
 
-def _require_positive(options: dict) -> None:
-    for name, value in options.items():
-        if not value > 0:
-            raise UsageError(f"--pipeline.model.{name} must be positive, got {value}")
-
-
 def check_model_config(config: "RFFNeRFModelConfig") -> None:
     """Raise :class:`UsageError` for options the model cannot be built with."""
-    positive = {
-        "num-coarse-samples": config.num_coarse_samples,
-        "num-importance-samples": config.num_importance_samples,
-        "base-mlp-num-layers": config.base_mlp_num_layers,
-        "base-mlp-layer-width": config.base_mlp_layer_width,
-        "head-mlp-num-layers": config.head_mlp_num_layers,
-        "head-mlp-layer-width": config.head_mlp_layer_width,
-        "num-frequencies": config.num_frequencies,
-        "rff-num-frequencies": config.rff_num_frequencies,
-        "direction-num-frequencies": config.direction_num_frequencies,
-        "filter-num-layers": config.filter_num_layers,
-        "pe-scale": config.pe_scale,
-        "rff-sigma": config.rff_sigma,
-        "eval-num-rays-per-chunk": config.eval_num_rays_per_chunk,
-    }
-    _require_positive(positive)
+    config.check_embedding()
+    check_fields(
+        config,
+        positive_int=(
+            "num_coarse_samples", "num_importance_samples", "base_mlp_num_layers", "base_mlp_layer_width",
+            "head_mlp_num_layers", "head_mlp_layer_width", "direction_num_frequencies", "eval_num_rays_per_chunk",
+        ),
+        prefix=MODEL_OPTION_PREFIX,
+    )  # fmt: skip
     bad_skips = [s for s in config.skip_connections if not 0 < s < config.base_mlp_num_layers - 1]
     if bad_skips:
         raise UsageError(
             f"--pipeline.model.skip-connections {bad_skips} must lie in 1..{config.base_mlp_num_layers - 2} "
             f"(the density MLP has {config.base_mlp_num_layers} layers)"
         )
-    config.line_search.check(prefix="--pipeline.model.line-search.")
     if config.enable_collider:
         params = config.collider_params or {}
         near, far = params.get("near_plane"), params.get("far_plane")
@@ -63,21 +50,16 @@ def check_model_config(config: "RFFNeRFModelConfig") -> None:
 
 def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
     """Raise :class:`UsageError` for options ``rff-nerfacto`` cannot be built with."""
-    positive = {
-        "hidden-dim": config.hidden_dim,
-        "base-num-layers": config.base_num_layers,
-        "hidden-dim-color": config.hidden_dim_color,
-        "num-frequencies": config.num_frequencies,
-        "rff-num-frequencies": config.rff_num_frequencies,
-        "filter-num-layers": config.filter_num_layers,
-        "pe-scale": config.pe_scale,
-        "rff-sigma": config.rff_sigma,
-        "num-nerf-samples-per-ray": config.num_nerf_samples_per_ray,
-        "num-proposal-iterations": config.num_proposal_iterations,
-        "eval-num-rays-per-chunk": config.eval_num_rays_per_chunk,
-        "far-plane": config.far_plane,
-    }
-    _require_positive(positive)
+    config.check_embedding()
+    check_fields(
+        config,
+        positive_int=(
+            "hidden_dim", "base_num_layers", "hidden_dim_color", "num_nerf_samples_per_ray",
+            "num_proposal_iterations", "eval_num_rays_per_chunk",
+        ),
+        positive=("far_plane",),
+        prefix=MODEL_OPTION_PREFIX,
+    )  # fmt: skip
     samples = config.num_proposal_samples_per_ray
     if len(samples) < config.num_proposal_iterations or not all(n > 0 for n in samples):
         raise UsageError(
@@ -88,7 +70,6 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
         raise UsageError(
             f"--pipeline.model.near-plane must lie in [0, far-plane), got {config.near_plane} (far {config.far_plane})"
         )
-    config.line_search.check(prefix="--pipeline.model.line-search.")
 
 
 def _needed_split(test_mode: TestMode) -> str:

@@ -9,6 +9,7 @@ A model class lists :class:`FilteredModelMixin` before its nerfstudio base class
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
@@ -18,37 +19,82 @@ from nerfstudio.viewer.viewer_elements import ViewerNumber
 from torch import Tensor, nn
 from torch.nn import Parameter
 
-from rff_field.core.embedding import EmbeddingConfig, PEBands
-from rff_field.core.filter import filter_parameters
+from rff_field.core.embedding import EmbeddingConfig, resolve_bands
+from rff_field.core.errors import check_fields
+from rff_field.core.filter import FilterInit, filter_parameters
 from rff_field.core.line_search import FilterLineSearch
-from rff_field.core.optim import FILTER_GROUP, attach_line_search
+from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search
 from rff_field.nerf.divergence import divergence_callback
+from rff_field.nerf.field import EncodingKind
 from rff_field.nerf.lpips import load_lpips
 
+FIELDS_GROUP = "fields"
+"""Name of the optimizer group of the fields (the INR); the filter's parameters are moved out of it."""
+MODEL_OPTION_PREFIX = "--pipeline.model."
+"""How ``ns-train`` spells a model option on the command line."""
 FILTER_LR_TAG = "learning_rate/filter"
 """Scalar under which the filter's learning rate is logged."""
 FILTER_LR_BUFFER = "filter_lr"
 """Name of the model's buffer holding the filter's rate of the last training step (saved in checkpoints)."""
 
 
-def position_embedding(config, pe_bands: PEBands) -> EmbeddingConfig:
-    """The position embedding that a filtered NeRF model's config describes (the options both methods share:
-    ``encoding``, ``num_frequencies``, ``pe_scale``, ``rff_*``, ``use_filter``, ``filter_*``)."""
-    rff = config.encoding == "rff"
-    return EmbeddingConfig(
-        kind=config.encoding,
-        num_frequencies=config.rff_num_frequencies if rff else config.num_frequencies,
-        pe_bands=pe_bands,
-        pe_scale=config.pe_scale,
-        rff_sigma=config.rff_sigma,
-        rff_seed=config.rff_seed,
-        include_input=True,
-        filtered=config.use_filter,
-        filter_layers=config.filter_num_layers,
-        filter_bias=config.filter_bias,
-        filter_init=config.filter_init,
-        filter_init_gain=config.filter_init_gain,
-    )
+@dataclass
+class FilteredModelConfig:
+    """The options of the filtered position embedding that ``rff-nerf`` and ``rff-nerfacto`` share. Each model's
+    config lists this class before its nerfstudio base and declares ``num_frequencies``, ``rff_num_frequencies``
+    and ``pe_bands`` itself (their defaults differ)."""
+
+    encoding: EncodingKind = "pe"
+    """Position embedding: 'pe' (on-axis bands) or 'rff' (random Fourier features)."""
+    pe_scale: float = 64.0
+    """Highest frequency s (cycles per unit of the position the field sees) of the 'loglinear' bands."""
+    rff_sigma: float = 8.0
+    """Standard deviation (cycles per unit) of the 'rff' frequencies."""
+    rff_seed: int = 0
+    """Seed of the 'rff' frequencies (stored in checkpoints)."""
+    use_filter: bool = True
+    """Filter the position embedding (False gives the unfiltered 'MLP+PE' baseline)."""
+    filter_num_layers: int = 3
+    """Linear layers of the filter (width = embedding width, ReLU between, none after the last)."""
+    filter_bias: bool = False
+    """Give the filter biases (ablation only: it is no longer a linear filter)."""
+    filter_init: FilterInit = "default"
+    """Filter weights at start: PyTorch's default (the paper), or scaled/identity/orthogonal times the gain."""
+    filter_init_gain: float = 1.0
+    """Gain of the scaled/identity/orthogonal filter initialisations."""
+    line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
+    """The filter's learning rate, set every step by the paper's line search; with ``enabled`` off the 'filter'
+    optimizer's constant rate."""
+    compute_lpips: bool = True
+    """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
+
+    def position_spec(self) -> EmbeddingConfig:
+        """The position embedding these options describe."""
+        rff = self.encoding == "rff"
+        return EmbeddingConfig(
+            kind=self.encoding,
+            num_frequencies=self.rff_num_frequencies if rff else self.num_frequencies,
+            pe_bands=resolve_bands(self.pe_bands, nerf_means="nerf-pytorch"),
+            pe_scale=self.pe_scale,
+            rff_sigma=self.rff_sigma,
+            rff_seed=self.rff_seed,
+            include_input=True,
+            filtered=self.use_filter,
+            filter_layers=self.filter_num_layers,
+            filter_bias=self.filter_bias,
+            filter_init=self.filter_init,
+            filter_init_gain=self.filter_init_gain,
+        )
+
+    def check_embedding(self) -> None:
+        """Raise :class:`UsageError` for embedding, filter or line-search options that cannot work."""
+        check_fields(
+            self,
+            positive_int=("num_frequencies", "rff_num_frequencies", "filter_num_layers"),
+            positive=("pe_scale", "rff_sigma"),
+            prefix=MODEL_OPTION_PREFIX,
+        )
+        self.line_search.check(prefix=MODEL_OPTION_PREFIX + "line-search.")
 
 
 class FilteredModelMixin:

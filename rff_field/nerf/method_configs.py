@@ -22,7 +22,8 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
 from rff_field.core.optim import FILTER_GROUP
-from rff_field.nerf.model import FIELDS_GROUP, RFFNeRFModelConfig
+from rff_field.nerf.filtered_model import FIELDS_GROUP
+from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 from rff_field.nerf.pipeline import RFFPipelineConfig, RFFTrainerConfig
 from rff_field.nerf.schedulers import FloatExponentialDecaySchedulerConfig

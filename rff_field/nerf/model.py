@@ -26,20 +26,17 @@ from torch.nn import Parameter
 from torchmetrics.functional import structural_similarity_index_measure
 from torchmetrics.image import PeakSignalNoiseRatio
 
-from rff_field.core.embedding import EmbeddingConfig, resolve_bands
-from rff_field.core.filter import FilterInit
+from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.optim import LineSearchConfig
-from rff_field.nerf.field import EncodingKind, make_nerf_field
-from rff_field.nerf.filtered_model import FilteredModelMixin, position_embedding
+from rff_field.nerf.field import make_nerf_field
+from rff_field.nerf.filtered_model import FIELDS_GROUP, FilteredModelConfig, FilteredModelMixin
 
-FIELDS_GROUP = "fields"
-"""Name of the optimizer group holding the rest of the fields (the INR)."""
 _FLAT_LINE_SEARCH = ("rule", "direction", "lr_min", "lr_max", "eps", "c1")
 """The line-search options that configs before ``line_search: LineSearchConfig`` held as ``line_search_<name>``."""
 
 
 @dataclass
-class RFFNeRFModelConfig(ModelConfig):
+class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
     """rff-nerf: NeRF with a bias-free adaptive filter on its Fourier feature embedding (Ma et al., ICML 2025)."""
 
     _target: Type = field(default_factory=lambda: RFFNeRFModel)
@@ -59,40 +56,17 @@ class RFFNeRFModelConfig(ModelConfig):
     """Layers of the colour head."""
     head_mlp_layer_width: int = 128
     """Width of the colour head."""
-    encoding: EncodingKind = "pe"
-    """Position embedding: 'pe' (on-axis bands) or 'rff' (random Fourier features)."""
     num_frequencies: int = 10
     """PE bands per coordinate for positions."""
     pe_bands: Literal["nerf-pytorch", "loglinear", "pow2", "nerf", "log-linear"] = "nerf-pytorch"
     """PE bands: 'nerf-pytorch' = sin(2^k x), k=0..L-1; 'loglinear' = sin(2 pi s^(i/L) x), i=1..L (the paper);
     'pow2' = sin(2 pi 2^k x). 'nerf' and 'log-linear' are the earlier names of 'nerf-pytorch' and 'loglinear'."""
-    pe_scale: float = 64.0
-    """Highest frequency s (cycles per unit) of the 'loglinear' bands."""
     rff_num_frequencies: int = 128
     """Number of random frequency vectors of the 'rff' embedding (it has twice as many features)."""
-    rff_sigma: float = 8.0
-    """Standard deviation (cycles per unit) of the 'rff' frequencies."""
-    rff_seed: int = 0
-    """Seed of the 'rff' frequencies (stored in checkpoints)."""
     direction_num_frequencies: int = 4
     """PE bands per coordinate for viewing directions (nerf-pytorch bands)."""
-    use_filter: bool = True
-    """Filter the position embedding (False gives the 'MLP+PE' baseline)."""
     filter_direction: bool = False
     """Also filter the direction embedding."""
-    filter_num_layers: int = 3
-    """Linear layers of the filter (width = embedding width, ReLU between, none after the last)."""
-    filter_bias: bool = False
-    """Give the filter biases (ablation only: it is no longer a linear filter)."""
-    filter_init: FilterInit = "default"
-    """Filter weights at start: PyTorch's default (the paper), or scaled/identity/orthogonal times the gain."""
-    filter_init_gain: float = 1.0
-    """Gain of the scaled/identity/orthogonal filter initialisations."""
-    line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
-    """The filter's learning rate, set every step by the paper's line search; with ``enabled`` off the 'filter'
-    optimizer's constant rate."""
-    compute_lpips: bool = True
-    """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
 
     def __setstate__(self, state: dict) -> None:
         """Read a ``config.yml`` written before the line-search options moved into ``line_search``."""
@@ -102,10 +76,6 @@ class RFFNeRFModelConfig(ModelConfig):
             }
             state["line_search"] = LineSearchConfig(enabled=bool(state["line_search"]), **old)
         self.__dict__.update(state)
-
-    def position_spec(self) -> EmbeddingConfig:
-        """The position embedding this config describes."""
-        return position_embedding(self, resolve_bands(self.pe_bands, nerf_means="nerf-pytorch"))
 
     def direction_spec(self) -> EmbeddingConfig:
         """The direction embedding this config describes (always nerf-pytorch PE bands)."""

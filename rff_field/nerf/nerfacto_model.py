@@ -28,20 +28,14 @@ from torch.nn import Parameter
 from torchmetrics.functional import structural_similarity_index_measure
 from torchmetrics.image import PeakSignalNoiseRatio
 
-from rff_field.core.embedding import EmbeddingConfig, PEBands
-from rff_field.core.filter import FilterInit
-from rff_field.core.optim import LineSearchConfig
-from rff_field.nerf.field import EncodingKind
-from rff_field.nerf.filtered_model import FilteredModelMixin, position_embedding
+from rff_field.core.embedding import PEBands
+from rff_field.nerf.filtered_model import FIELDS_GROUP, FilteredModelConfig, FilteredModelMixin
 from rff_field.nerf.hash_grid import use_faster_torch_hash_grid
 from rff_field.nerf.nerfacto_field import FourierNerfactoField
 
-FIELDS_GROUP = "fields"
-"""nerfacto's optimizer group of the main field (the filter's parameters are moved out of it)."""
-
 
 @dataclass
-class RFFNerfactoModelConfig(NerfactoModelConfig):
+class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     """rff-nerfacto: nerfacto with a filtered Fourier feature field in place of its hash grid (Ma et al., ICML 2025).
 
     nerfacto's hash-grid options (num_levels, base_res, max_res, log2_hashmap_size, features_per_level) do not
@@ -53,45 +47,18 @@ class RFFNerfactoModelConfig(NerfactoModelConfig):
     """Layers of the density MLP on the embedding (its width is hidden_dim)."""
     hidden_dim: int = 128
     """Width of the density MLP."""
-    encoding: EncodingKind = "pe"
-    """Position embedding: 'pe' (on-axis bands) or 'rff' (random Fourier features)."""
     num_frequencies: int = 12
     """PE bands per coordinate."""
     pe_bands: PEBands = "loglinear"
     """PE bands: 'loglinear' = sin(2 pi s^(i/L) x), i=1..L (the paper); 'pow2' = sin(2 pi 2^k x);
     'nerf-pytorch' = sin(2^k x), k=0..L-1."""
-    pe_scale: float = 64.0
-    """Highest frequency s (cycles per unit of the contracted position) of the 'loglinear' bands."""
     rff_num_frequencies: int = 64
     """Number of random frequency vectors of the 'rff' embedding (it has twice as many features)."""
-    rff_sigma: float = 8.0
-    """Standard deviation (cycles per unit) of the 'rff' frequencies."""
-    rff_seed: int = 0
-    """Seed of the 'rff' frequencies (stored in checkpoints)."""
-    use_filter: bool = True
-    """Filter the position embedding (False gives the unfiltered baseline)."""
-    filter_num_layers: int = 3
-    """Linear layers of the filter (width = embedding width, ReLU between, none after the last)."""
-    filter_bias: bool = False
-    """Give the filter biases (ablation only: it is no longer a linear filter)."""
-    filter_init: FilterInit = "default"
-    """Filter weights at start: PyTorch's default (the paper), or scaled/identity/orthogonal times the gain."""
-    filter_init_gain: float = 1.0
-    """Gain of the scaled/identity/orthogonal filter initialisations."""
-    line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
-    """The filter's learning rate, set every step by the paper's line search; with ``enabled`` off the 'filter'
-    optimizer's constant rate."""
     predict_normals: bool = True
     """Predict normals (the 'normals' output that ns-export pointcloud and poisson read)."""
     implementation: Literal["tcnn", "torch"] = "tcnn"
     """MLPs and direction encoding: 'tcnn' (tinycudann; torch with nerfstudio's notice when it is missing) or
     'torch'. The embedding and the filter are always torch."""
-    compute_lpips: bool = True
-    """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
-
-    def position_spec(self) -> EmbeddingConfig:
-        """The position embedding this config describes."""
-        return position_embedding(self, self.pe_bands)
 
 
 class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):

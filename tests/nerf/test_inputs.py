@@ -142,7 +142,7 @@ def test_unsupported_options(override, message):
     [
         ({"hidden_dim": 0}, "hidden-dim must be positive"),
         ({"base_num_layers": 0}, "base-num-layers must be positive"),
-        ({"pe_scale": float("nan")}, "pe-scale must be positive"),
+        ({"pe_scale": float("nan")}, "pe-scale must be a finite number"),
         ({"num_nerf_samples_per_ray": 0}, "num-nerf-samples-per-ray must be positive"),
         ({"num_proposal_samples_per_ray": (64,)}, "a positive count for each of the 2 proposal iterations"),
         ({"near_plane": 2.0, "far_plane": 1.0}, "near-plane must lie in"),

@@ -23,8 +23,8 @@ from nerfstudio.engine.trainer import TrainerConfig
 
 from rff_field.core.errors import TrainingDiverged
 from rff_field.core.optim import FILTER_GROUP
-from rff_field.nerf.filtered_model import FILTER_LR_TAG
-from rff_field.nerf.model import FIELDS_GROUP, RFFNeRFModel, RFFNeRFModelConfig
+from rff_field.nerf.filtered_model import FIELDS_GROUP, FILTER_LR_TAG
+from rff_field.nerf.model import RFFNeRFModel, RFFNeRFModelConfig
 from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
 from rff_field.nerf.training import lite_config, train_in_process
 from tests.nerf.rule_watcher import RuleWatcher
