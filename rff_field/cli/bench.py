@@ -25,9 +25,8 @@ from typing import Annotated, Optional, Sequence, Union
 
 import tyro
 
-from rff_field.bench.image import BenchConfig, merge_runs
+from rff_field.bench.image import merge_runs
 from rff_field.bench.nerf import HashGridTiming, NerfBenchConfig, NerfEvalTiming, NerfReport, NerfTiming
-from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.reproduction import ReproductionReport
 from rff_field.bench.scale import ScaleReport
 from rff_field.bench.timing import BatchTiming, FilterTiming, ImageTiming
@@ -93,38 +92,15 @@ Command = Union[
 ]
 
 
-def split_protocol(args: Sequence[str]) -> tuple[Optional[str], list[str]]:
-    """The value of ``--protocol`` (None when absent) and the other arguments."""
-    args = list(args)
-    for index, arg in enumerate(args):
-        if arg == "--protocol" and index + 1 < len(args):
-            return args[index + 1], args[:index] + args[index + 2 :]
-        if arg.startswith("--protocol="):
-            return arg.split("=", 1)[1], args[:index] + args[index + 1 :]
-    return None, args
-
-
 def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Console script ``rff-bench``."""
     import sys
 
     argv = list(sys.argv[1:] if args is None else args)
-    protocol, rest = split_protocol(argv)
-    if protocol is None:
+    if argv[:1] == ["image"] and image_cli.split_protocol(argv)[0] is not None:
+        image_cli.run_bench("rff-bench", __doc__, argv[1:])
+    else:
         run_command("rff-bench", Command, __doc__, image_cli.LEGACY_FLAGS, argv)
-        return
-    if not rest or rest[0] != "image":
-        print("rff-bench: error: --protocol FILE:NAME applies to `rff-bench image`", file=sys.stderr)
-        sys.exit(2)
-    try:
-        values, name = read_protocol(protocol)
-        config = build_config(BenchConfig, values, where=f"{name}.")
-    except UsageError as err:
-        print(f"rff-bench: error: {err}", file=sys.stderr)
-        sys.exit(2)
-    run_command(
-        "rff-bench", image_cli.Bench, __doc__, image_cli.LEGACY_FLAGS, rest[1:], default=image_cli.Bench(config)
-    )
 
 
 if __name__ == "__main__":

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
 
 import tyro
 
-from rff_field.bench.image import BenchConfig, run_bench
+from rff_field.bench.image import BenchConfig
+from rff_field.bench.image import run_bench as run_image_bench
+from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
 from rff_field.common.options import Flat
+from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
 from rff_field.image.fit import FitConfig, run_fit
 
 LEGACY_FLAGS = {
@@ -71,10 +75,13 @@ class Bench:
 
     config: Annotated[BenchConfig, Flat]
     """Benchmark."""
+    protocol: Annotated[Optional[str], tyro.conf.arg(metavar="FILE:NAME")] = None
+    """FILE:NAME: start from the table NAME of a protocol file (e.g. benchmarks/image/protocols.toml:cpu); the
+    other options given override it."""
 
     def main(self) -> Optional[dict]:
         """Run the pending jobs and summarise; returns the summary."""
-        summary = run_bench(self.config)
+        summary = run_image_bench(self.config)
         if summary is not None:
             print(f"{summary['jobs_done']} of {summary['jobs_total']} jobs done -> {self.config.out / 'results.md'}")
         return summary
@@ -83,9 +90,38 @@ class Bench:
 Command = Union[Annotated[Fit, tyro.conf.subcommand("fit")], Annotated[Bench, tyro.conf.subcommand("bench")]]
 
 
+def split_protocol(args: Sequence[str]) -> tuple[Optional[str], list[str]]:
+    """The value of ``--protocol`` (None when absent) and the other arguments."""
+    args = list(args)
+    for index, arg in enumerate(args):
+        if arg == "--protocol" and index + 1 < len(args):
+            return args[index + 1], args[:index] + args[index + 2 :]
+        if arg.startswith("--protocol="):
+            return arg.split("=", 1)[1], args[:index] + args[index + 1 :]
+    return None, args
+
+
+def run_bench(prog: str, description: str, args: Sequence[str]) -> Optional[dict]:
+    """Run :class:`Bench` on ``args``; a ``--protocol`` table gives the defaults the other options override."""
+    spec, rest = split_protocol(args)
+    default = None
+    if spec is not None:
+        try:
+            values, name = read_protocol(spec)
+            default = Bench(build_config(BenchConfig, values, where=f"{name}."), protocol=spec)
+        except UsageError as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            sys.exit(USAGE_EXIT_STATUS)
+    return run_command(prog, Bench, description, LEGACY_FLAGS, rest, default=default)
+
+
 def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Console script ``rff-image``."""
-    run_command("rff-image", Command, __doc__, LEGACY_FLAGS, args)
+    argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["bench"] and split_protocol(argv)[0] is not None:
+        run_bench("rff-image", __doc__, argv[1:])
+    else:
+        run_command("rff-image", Command, __doc__, LEGACY_FLAGS, argv)
 
 
 if __name__ == "__main__":

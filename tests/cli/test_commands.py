@@ -10,8 +10,8 @@ import pytest
 from rff_field.cli import bench, demo, export_mesh, image, sdf
 
 BENCHMARKS = (
-    "image image-merge image-timing filter-timing reproduction-report sdf nerf nerf-timing nerf-eval-timing "
-    "nerf-report hash-grid-timing"
+    "image image-merge image-timing filter-timing batch-timing reproduction-report scale-report sdf nerf nerf-timing "
+    "nerf-eval-timing nerf-report hash-grid-timing"
 )
 COMMANDS = {
     "rff-image": (image.entrypoint, ["fit", "bench"]),
@@ -74,6 +74,8 @@ def test_protocol_tables_start_the_image_benchmark(tmp_path, monkeypatch, capsys
             "--list-jobs"]  # fmt: skip
     assert run(bench.entrypoint, args, monkeypatch) == 0
     assert capsys.readouterr().out.strip().split("\t") == ["0", "pending", "3", "runs/a/mlp-pe"]
+    assert run(image.entrypoint, ["bench", *args[1:], "--iters", "5"], monkeypatch) == 0  # options override it
+    assert capsys.readouterr().out.strip().split("\t") == ["0", "pending", "5", "runs/a/mlp-pe"]
     assert run(bench.entrypoint, ["image", "--protocol", f"{protocol}:nope"], monkeypatch) == 2
     assert "name one of the tables" in capsys.readouterr().err
     protocol.write_text('[bad]\nfit = { colour = "red" }\n')
