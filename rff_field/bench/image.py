@@ -33,6 +33,7 @@ import numpy as np
 from rff_field.bench.jobs import Job, JobOptions, print_jobs, run_batches, run_jobs, selected
 from rff_field.bench.variants import Variant, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
+from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
 from rff_field.core.errors import TrainingDiverged
@@ -129,7 +130,7 @@ def match_size(config: NetworkConfig, target: int, channels: int, sidelength: in
 class BenchConfig:
     """A benchmark: variants x images with one protocol, the robustness sweep, and longer runs."""
 
-    images: Path = Path("../shared/data/kodak")
+    images: Path = DATA_ROOT / "kodak"
     """Folder of images (PNG/JPEG)."""
     out: Path = Path("outputs/bench-image")
     """Output folder: one subfolder per job, plus results.json, results.md and figures."""

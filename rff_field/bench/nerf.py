@@ -26,6 +26,7 @@ import torch
 
 from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_jobs, selected, write_result
 from rff_field.bench.variants import Variant, parse_variant, set_options
+from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import machine_description
 from rff_field.common.options import Flat
 from rff_field.common.outputs import write_json
@@ -39,7 +40,7 @@ DEFAULT_VARIANTS = ("baseline:rff-nerf-lite,use_filter=false", "filter:rff-nerf-
 class NerfBenchConfig:
     """Variants of nerfstudio methods trained on one scene with one protocol, each a resumable job."""
 
-    data: Path = Path("../shared/data/nerf_synthetic/chair")
+    data: Path = DATA_ROOT / "nerf_synthetic" / "chair"
     """The scene (a Blender-format folder, or whatever the methods' data parsers read)."""
     out: Path = Path("outputs/bench-nerf")
     """Output folder: ``runs/<label>/`` per variant, timing.json, and the nerfstudio runs."""

@@ -1,7 +1,7 @@
 """Report of the reproduction study: when, and why, does the bias-free filter help?
 
 Reads finished runs of ``rff-image bench`` folders (``RUNS/<image>/<label>/metrics.json``; the labels are those
-of the study's protocol, benchmarks/reproduction/protocol.toml, and the bench presets), merges them (a later
+of the study's protocol, benchmarks/reproduction/protocols.toml, and the bench presets), merges them (a later
 folder wins for the same image and label), and writes into --dest:
 
   results.json   every run's summary (no histories) and the aggregated tables
@@ -27,6 +27,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from rff_field.common.datasets import DATA_ROOT
 from rff_field.image.data import downsample, load_image  # noqa: E402
 from rff_field.image.plots import history_series, plot_crops  # noqa: E402
 
@@ -404,7 +405,7 @@ class ReproductionReport:
     """Where to write results.json, results.md and the figures."""
     images: tuple[str, ...] = ("kodim01", "kodim05", "kodim13", "kodim15")
     """Images of the tables."""
-    kodak: Path = Path("../shared/data/kodak")
+    kodak: Path = DATA_ROOT / "kodak"
     """Kodak folder (for the crops)."""
     iters: int = 5000
     """Iterations of the main tables."""

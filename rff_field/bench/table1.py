@@ -12,6 +12,7 @@ scikit-image, matplotlib, jaxtyping and rich: no tyro, no nerfstudio. ``scripts/
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -19,7 +20,8 @@ from typing import Optional, Sequence
 from rff_field.bench.image import BenchConfig, list_images, run_bench
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.timing import BatchTiming, ImageTiming
-from rff_field.core.errors import UsageError
+from rff_field.common.datasets import DATA_ROOT
+from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
 
 TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "gauss", "wire", "filtered-pe-nols")
 """The rows of the paper's Table 1 (and the line-search ablation), in the order the script runs them."""
@@ -28,7 +30,12 @@ TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="folder for table/ (resumable) and timing/")
-    parser.add_argument("--images", type=Path, default=Path("../shared/data/kodak"), help="folder of images")
+    parser.add_argument(
+        "--images",
+        type=Path,
+        default=DATA_ROOT / "kodak",
+        help="folder of images (default: $RFF_DATA/kodak, else ../shared/data/kodak)",
+    )
     parser.add_argument("--budget-s", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--protocol", default="benchmarks/image/protocols.toml:paper", help="FILE:NAME")
     parser.add_argument("--variants", nargs="+", default=list(TABLE_VARIANTS[:2]), help="rows to run")
@@ -86,8 +93,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     return 0
         run_bench(config)
     except UsageError as err:
-        print(f"error: {err}")
-        return 2
+        print(f"table1: error: {err}", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    except TrainingDiverged as err:
+        print(f"table1: {err}", file=sys.stderr)
+        return DIVERGED_EXIT_STATUS
     return 0
 
 

@@ -1,6 +1,6 @@
 """How nested configs appear on the command line (tyro markers shared by the configs and the commands).
 
-Without tyro (a bare GPU machine running ``python -m rff_field.bench.gpu``), the configs still import: the markers
+Without tyro (a bare GPU machine running ``python -m rff_field.bench.table1``), the configs still import: the markers
 are then inert annotations, and only the commands need tyro.
 """
 

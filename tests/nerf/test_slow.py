@@ -1,6 +1,6 @@
-"""Slow: rff-nerf-lite on the real NeRF synthetic chair (../shared/data) learns, and the demo at its defaults.
+"""Slow: rff-nerf-lite on the real NeRF synthetic chair (the data folder) learns, and the demo at its defaults.
 
-Run with ``pytest -m slow tests/test_nerf_slow.py`` (several minutes of CPU).
+Run with ``pytest -m slow tests/nerf/test_slow.py`` (several minutes of CPU).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ CHAIR = SHARED_DATA / "nerf_synthetic" / "chair"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CHAIR.exists(), reason="needs ../shared/data/nerf_synthetic/chair")
+@pytest.mark.skipif(not CHAIR.exists(), reason=f"needs {CHAIR}")
 def test_lite_learns_the_chair(tmp_path):
     from rff_field.nerf.evaluate import evaluate_views
     from rff_field.nerf.loading import load_rff_pipeline

@@ -11,7 +11,7 @@ BUNNY = SHARED_DATA / "meshes" / "bunny-decimated-5k.obj"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not BUNNY.is_file(), reason="needs ../shared/data/meshes/bunny-decimated-5k.obj")
+@pytest.mark.skipif(not BUNNY.is_file(), reason=f"needs {BUNNY}")
 def test_short_fit_of_the_decimated_bunny_is_closed_and_close(tmp_path):
     out = tmp_path / "bunny"
     # fmt: off
