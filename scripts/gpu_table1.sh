@@ -6,7 +6,7 @@
 # usage: scripts/gpu_table1.sh OUT [BUDGET_S]
 #   IMAGES     folder of images (default ../shared/data/kodak)
 #   VARIANTS   rows to run (default "mlp-pe filtered-pe"; later calls: mlp-rff filtered-rff siren gauss wire
-#              filtered-pe-nols)
+#              filtered-pe-fixed-lr)
 #   NAMES      image names (default: every image of IMAGES)
 #   ITERS      iterations (default: the protocol's 20000)
 #   MODELS     most jobs fitted together (default 2: a batch must finish within one call)

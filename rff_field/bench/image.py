@@ -48,26 +48,36 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 
 PRESETS: dict[str, str] = {
     "mlp-pe": "mlp-pe",
-    "mlp-pe-eqparams": "mlp-pe,match_params=filtered-pe",
+    "mlp-pe-matched": "mlp-pe,match_params=filtered-pe",
     "filtered-pe": "filtered-pe",
-    "filtered-pe-nols": "filtered-pe,line_search.enabled=false",
+    "filtered-pe-fixed-lr": "filtered-pe,line_search.enabled=false",
     "filtered-pe-bias": "filtered-pe,filter_bias=true",
     "siren": "siren",
     "gauss": "gauss",
     "mlp-rff": "mlp-rff",
-    "mlp-pe-wide": "mlp-pe,pe=loglinear",
+    "mlp-pe-loglinear": "mlp-pe,pe=loglinear",
     "wire": "wire",
     "filtered-rff": "filtered-rff",
-    "filtered-rff-nols": "filtered-rff,line_search.enabled=false",
-    "mlp-rff-eqparams": "mlp-rff,match_params=filtered-rff",
-    "filtered-pe-wide": "filtered-pe,pe=loglinear",
+    "filtered-rff-fixed-lr": "filtered-rff,line_search.enabled=false",
+    "mlp-rff-matched": "mlp-rff,match_params=filtered-rff",
+    "filtered-pe-loglinear": "filtered-pe,pe=loglinear",
     "sape": "sape,sape_embedding=rff",
     "sape-pe": "sape,sape_embedding=pe,pe=loglinear",
 }
-"""Named variants. ``-nols``: constant filter rate (no line search); ``-bias``: filter with biases;
-``-eqparams``: no filter, hidden width raised to the filtered network's total parameters; ``-wide``: the paper's
-log-linear PE (``pe_frequencies`` per axis up to ``pe_scale``: 256 channels by default) instead of WIRE's;
-``sape``/``sape-pe``: SAPE on the RFF / the wide log-linear PE."""
+"""Named variants. ``-fixed-lr``: constant filter rate (no line search); ``-bias``: filter with biases;
+``-matched``: no filter, hidden width raised to the filtered network's total parameters; ``-loglinear``: the
+paper's log-linear PE (``pe_frequencies`` per axis up to ``pe_scale``: 256 channels by default) instead of WIRE's;
+``sape``/``sape-pe``: SAPE on the RFF / the log-linear PE."""
+RENAMED_PRESETS: dict[str, str] = {
+    "mlp-pe-eqparams": "mlp-pe-matched",
+    "mlp-rff-eqparams": "mlp-rff-matched",
+    "filtered-pe-nols": "filtered-pe-fixed-lr",
+    "filtered-rff-nols": "filtered-rff-fixed-lr",
+    "mlp-pe-wide": "mlp-pe-loglinear",
+    "filtered-pe-wide": "filtered-pe-loglinear",
+}
+"""Preset names of earlier versions: accepted with a notice, and their finished job folders still count."""
+EARLIER_LABELS = {new: old for old, new in RENAMED_PRESETS.items()}
 
 DEFAULT_VARIANTS: tuple[str, ...] = tuple(name for name in PRESETS if not name.startswith("sape"))
 """Default grid, roughly cheapest first on a CPU (the filter on a 256-channel embedding dominates the cost). The
@@ -77,6 +87,9 @@ SAPE presets are left out so that job numbers of grids started before SAPE exist
 
 def parse_variant(text: str) -> Variant:
     """Parse ``[LABEL:]METHOD[,key=value...]`` or a preset name (see :data:`PRESETS`)."""
+    if text.strip() in RENAMED_PRESETS:
+        _notice(f"preset {text.strip()} is now {RENAMED_PRESETS[text.strip()]}")
+        text = RENAMED_PRESETS[text.strip()]
     return parse_variant_text(text, PRESETS, methods=IMAGE_METHODS)
 
 
@@ -223,6 +236,9 @@ def build_jobs(config: BenchConfig) -> list[Job]:
         for variant in group_variants:
             for path in paths:
                 folder = Path(GROUP_FOLDERS[group]) / path.stem / variant.label
+                earlier = folder.with_name(EARLIER_LABELS.get(variant.label, variant.label))
+                if not (config.out / folder).exists() and (config.out / earlier / "metrics.json").is_file():
+                    folder = earlier  # finished under the preset's earlier name
                 jobs.append(Job(len(jobs), folder, variant, path.stem, group, iters, path))
 
     add("main", images, variants, config.fit.iters)

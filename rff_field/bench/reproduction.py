@@ -85,7 +85,9 @@ TABLES = {
 ALIASES = {
     "mlp-pe": "plain-wire5",
     "filtered-pe": "filt-wire5",
-    "mlp-pe-wide": "plain-pe256",
+    "mlp-pe-loglinear": "plain-pe256",
+    "filtered-pe-loglinear": "filt-pe256",
+    "mlp-pe-wide": "plain-pe256",  # the presets' earlier names
     "filtered-pe-wide": "filt-pe256",
     "mlp-rff": "plain-rff128-s10",
     "filtered-rff": "filt-rff128-s10",

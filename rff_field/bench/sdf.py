@@ -5,7 +5,7 @@ same sequence from it, so the methods see identical data and the per-step timing
 open3d. A pool of ``iters * points_per_step`` samples (the default) gives every step fresh samples.
 
 A method is a variant ``[LABEL:]METHOD[,key=value...]`` (:mod:`rff_field.bench.variants`) whose keys are network or
-training options, e.g. ``nols:filtered-pe,line_search.enabled=false`` or ``mlp-pe,hidden_features=300``.
+training options, e.g. ``fixed-lr:filtered-pe,line_search.enabled=false`` or ``mlp-pe,hidden_features=300``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ PAPER_CLAIM_BASELINES = ("mlp-pe", "siren", "bacon")
 @dataclass(frozen=True)
 class MethodSpec:
     """A method plus option overrides (a :class:`~rff_field.bench.variants.Variant`), e.g.
-    ``nols:filtered-pe,line_search.enabled=false``."""
+    ``fixed-lr:filtered-pe,line_search.enabled=false``."""
 
     variant: Variant
 

@@ -23,7 +23,7 @@ from rff_field.bench.timing import BatchTiming, ImageTiming
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
 
-TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "gauss", "wire", "filtered-pe-nols")
+TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "gauss", "wire", "filtered-pe-fixed-lr")
 """The rows of the paper's Table 1 (and the line-search ablation), in the order the script runs them."""
 
 
@@ -69,7 +69,7 @@ def measure(config: BenchConfig, args: argparse.Namespace) -> None:
     another against batched."""
     images = list_images(config.images, config.names)
     network = config.fit.network.hidden_features
-    variants = ("mlp-pe", "filtered-pe", "filtered-pe-nols", "filt-tf32:filtered-pe,precision=tf32",
+    variants = ("mlp-pe", "filtered-pe", "filtered-pe-fixed-lr", "filt-tf32:filtered-pe,precision=tf32",
                 "filt-bf16:filtered-pe,precision=bf16", "mlp-tf32:mlp-pe,precision=tf32")  # fmt: skip
     ImageTiming(image=images[0], dest=args.out / "timing", variants=variants, downsample=config.downsample,
                 hidden_features=network, block=args.timing_block, rounds=args.timing_rounds,

@@ -103,7 +103,7 @@ class Bench:
     GPU machine; the metrics then use a KD-tree, and --report-only on a machine with open3d makes them exact)."""
     methods: tuple[str, ...] = SDF_METHODS
     """Methods, each [LABEL:]METHOD[,key=value...] with network/training overrides, e.g.
-    nols:filtered-pe,line_search.enabled=false or mlp-pe,hidden_features=300."""
+    fixed-lr:filtered-pe,line_search.enabled=false or mlp-pe,hidden_features=300."""
     network: Annotated[BenchNetworkConfig, Flat] = field(default_factory=BenchNetworkConfig)
     train: Annotated[SDFTrainConfig, Flat] = field(default_factory=SDFTrainConfig)
     output: Annotated[OutputConfig, Flat] = field(default_factory=OutputConfig)

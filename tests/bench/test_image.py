@@ -30,8 +30,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_parse_variant_forms():
-    preset = parse_variant("filtered-pe-nols")
-    assert preset.label == "filtered-pe-nols"
+    preset = parse_variant("filtered-pe-fixed-lr")
+    assert preset.label == "filtered-pe-fixed-lr"
     assert preset.overrides == {"method": "filtered-pe", "line_search.enabled": "false"}
     labelled = parse_variant("hi:filtered-rff,rff_sigma=40,lr-max=1e-2")
     assert labelled.label == "hi"
@@ -123,6 +123,16 @@ def test_job_grid(image_folder, tmp_path):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,bogus=1",)))
     with pytest.raises(UsageError, match="match_by=height"):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,match_params=mlp-pe,match_by=height",)))
+
+
+def test_earlier_preset_names_and_their_finished_jobs_still_count(image_folder, tmp_path, capsys):
+    assert parse_variant("filtered-pe-nols").label == "filtered-pe-fixed-lr"
+    assert "preset filtered-pe-nols is now filtered-pe-fixed-lr" in capsys.readouterr().out
+    out = tmp_path / "out"
+    (out / "runs" / "one" / "mlp-pe-wide").mkdir(parents=True)
+    (out / "runs" / "one" / "mlp-pe-wide" / "metrics.json").write_text("{}")
+    bench = tiny_bench(image_folder, out, variants=("mlp-pe-loglinear",), sweep_names=(), long_names=())
+    assert [str(job.folder) for job in build_jobs(bench)] == ["runs/one/mlp-pe-wide", "runs/two/mlp-pe-loglinear"]
 
 
 def test_match_params_names_a_reference_variant_that_does_not_run(image_folder, tmp_path):

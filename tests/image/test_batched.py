@@ -48,7 +48,7 @@ CASES = {
     "mlp-pe": config("mlp-pe"),
     "filtered-pe": config("filtered-pe", line_search=LineSearchConfig(lr_max=1.0)),  # rates inside the bounds
     "filtered-pe-minibatch": config("filtered-pe", batch_size=50),  # 3 steps per iteration, shuffled
-    "filtered-pe-nols": config("filtered-pe", line_search=LineSearchConfig(enabled=False), filter_schedule=True),
+    "filtered-pe-fixed-lr": config("filtered-pe", line_search=LineSearchConfig(enabled=False), filter_schedule=True),
     "filtered-pe-balance": config("filtered-pe", line_search=LineSearchConfig(rule="balance", lr_max=1.0)),
     "mlp-rff": config("mlp-rff"),
     "filtered-rff": config("filtered-rff", line_search=LineSearchConfig(lr_max=1.0)),

@@ -87,9 +87,9 @@ def test_invalid_options_are_reported(tmp_path, monkeypatch, capsys):
 
 
 def test_method_specs_parse_overrides():
-    spec = parse_method("nols:filtered-pe,line_search.enabled=false,hidden-features=48,lr=2e-3")
+    spec = parse_method("fixed-lr:filtered-pe,line_search.enabled=false,hidden-features=48,lr=2e-3")
     network, train = spec.configs(SDFNetworkConfig(), SDFTrainConfig())
-    assert spec.label == spec.slug == "nols" and network.method == "filtered-pe" and network.hidden_features == 48
+    assert spec.label == spec.slug == "fixed-lr" and network.method == "filtered-pe" and network.hidden_features == 48
     assert not train.line_search.enabled and train.lr == 0.002
     legacy = parse_method("filtered-pe:line_search=false")  # the form of earlier versions
     assert legacy.label == "filtered-pe:line_search=false" and not legacy.configs(network, train)[1].line_search.enabled
