@@ -282,16 +282,6 @@ def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) ->
     return fit
 
 
-def estimated_cost(config: BenchConfig, job: Job) -> float:
-    """A rough relative cost (iterations x parameters, complex WIRE x4) to order jobs cheapest first."""
-    image = load_image(job.source)
-    height, width, channels = image.pixels.shape
-    height, width = height // config.downsample, width // config.downsample
-    fit = job_config(config, job, channels, max(height, width))
-    params = parameter_count(fit.network, channels, max(height, width))
-    return job.iters * params * (4 if fit.network.method == "wire" else 1) * height * width / 1e9
-
-
 def protocol_of(config: BenchConfig) -> dict:
     """What must agree between runs written into one folder."""
     fit = asdict(config.fit)

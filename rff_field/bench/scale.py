@@ -76,7 +76,7 @@ class ScaleReport:
 
     def main(self) -> None:
         """Write the report."""
-        summary = summarise(self.out, list(self.images))
+        summary = summarize(self.out, list(self.images))
         self.dest.mkdir(parents=True, exist_ok=True)
         answers = self.dest / "scale_answers.md"
         (self.dest / "scale.md").write_text(markdown(summary, answers.read_text() if answers.exists() else None))
@@ -173,7 +173,7 @@ def branch_counts(metrics: dict) -> Optional[dict]:
     }
 
 
-def summarise(out: Path, images: list[str]) -> dict:
+def summarize(out: Path, images: list[str]) -> dict:
     """Every table of the report as numbers."""
     runs = load_runs(out)
 

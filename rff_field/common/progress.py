@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -28,3 +28,13 @@ def training_progress(total: int, description: str) -> Iterator[Callable[[int, f
             progress.update(task, completed=step + 1, loss=f"{loss:.4g}", rate=rate)
 
         yield on_step
+
+
+def psnr_progress(enabled: bool, total: int, description: str, label: str = "PSNR") -> tuple[Optional[Progress], Any]:
+    """A bar over a fit's iterations that shows its PSNR (the task's ``psnr`` field, shown as ``label``); the bar
+    and its task, or (None, None) when not ``enabled``."""
+    if not enabled:
+        return None, None
+    bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
+                   TextColumn(f"{label} {{task.fields[psnr]:6.2f}} dB"), TimeRemainingColumn())  # fmt: skip
+    return bar, bar.add_task("fit", total=total, psnr=float("nan"))

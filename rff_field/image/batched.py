@@ -41,6 +41,7 @@ from torch.func import functional_call, vmap
 
 from rff_field.common.machine import resolve_device
 from rff_field.common.precision import at_least_float32, autocast, precision_scope
+from rff_field.common.progress import psnr_progress
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
@@ -207,7 +208,7 @@ def fit_images(
     ]  # fmt: skip
     diverged: list[Optional[TrainingDiverged]] = [None] * count
 
-    bar, task = _progress_bar(progress, first.iters, f"{count} x {first.network.method}")
+    bar, task = psnr_progress(progress, first.iters, f"{count} x {first.network.method}", label="mean PSNR")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
@@ -286,13 +287,3 @@ def _set_rates(
                                       eps=search.eps, c1=search.c1)  # fmt: skip
     rates.copy_(new)
     return torch.stack([losses.double(), d_filter, lr_d_inr, new], dim=1)
-
-
-def _progress_bar(enabled: bool, total: int, description: str):
-    if not enabled:
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("mean PSNR {task.fields[psnr]:6.2f} dB"), TimeRemainingColumn())  # fmt: skip
-    return bar, bar.add_task("fit", total=total, psnr=float("nan"))

@@ -28,6 +28,7 @@ from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
+from rff_field.common.progress import psnr_progress
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
@@ -214,7 +215,7 @@ def fit_image(
     generator = torch.Generator(device=device).manual_seed(config.seed)
     forward_context = autocast(config.precision, device)
 
-    bar, task = _progress_bar(progress, config.iters, name, config.network.method)
+    bar, task = psnr_progress(progress, config.iters, f"{name} {config.network.method}")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
@@ -366,22 +367,6 @@ def finish_fit(
         metrics.update(model.summary())
     embedding = _embedding_channels(model, forward.coords, height, width, config.dump_embedding, notify)
     return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding)
-
-
-def _progress_bar(enabled: bool, total: int, name: str, method: str):
-    if not enabled:
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn(f"{name} {method}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("PSNR {task.fields[psnr]:6.2f} dB"),
-        TimeRemainingColumn(),
-    )
-    task = bar.add_task("fit", total=total, psnr=float("nan"))
-    return bar, task
 
 
 def _embedding_dim(model: nn.Module) -> Optional[int]:

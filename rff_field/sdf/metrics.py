@@ -16,7 +16,6 @@ Definitions (``P``: samples of the prediction, ``G``: samples of the ground trut
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import numpy as np
@@ -148,10 +147,3 @@ def shape_metrics(
         empty=False,
     )
     return result
-
-
-def finite_or_none(value: Optional[float]) -> Optional[float]:
-    """``None`` for missing or non-finite numbers (JSON has no NaN/inf)."""
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
