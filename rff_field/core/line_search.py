@@ -185,6 +185,16 @@ def balanced_step_size_tensor(
     return torch.where(d_filter.isfinite() & d_inr.isfinite() & lr_inr.isfinite(), rate, lr_min)
 
 
+def step_size_by_rule(
+    rule: str, loss: Number, d_filter: Number, lr_d_inr: Number, lr_min: float, lr_max: float, eps: float, c1: float
+) -> Tensor:
+    """The filter's rate by ``rule`` (``paper`` or ``balance``) from tensors, elementwise; ``lr_d_inr`` is the
+    INR's rate times its directional derivative."""
+    if rule == "balance":
+        return balanced_step_size_tensor(d_filter, lr_d_inr, 1.0, lr_min=lr_min, lr_max=lr_max)
+    return filter_step_size_tensor(loss, d_filter, lr_d_inr, 1.0, lr_min=lr_min, lr_max=lr_max, eps=eps, c1=c1)
+
+
 def _at_least_float32(tensor: Tensor) -> Tensor:
     return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
 
@@ -473,12 +483,7 @@ class FilterLineSearch:
         lr_d_inr = torch.zeros((), dtype=torch.float64, device=self._device)
         for slope, (_, group) in zip(inr_slopes.unbind(), self._inr_groups):
             lr_d_inr = lr_d_inr + slope * group["lr"]
-        if self.rule == "balance":
-            rate = balanced_step_size_tensor(d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max)
-        else:
-            rate = filter_step_size_tensor(
-                loss_value, d_filter, lr_d_inr, 1.0, lr_min=self.lr_min, lr_max=self.lr_max, eps=self.eps, c1=self.c1
-            )
+        rate = step_size_by_rule(self.rule, loss_value, d_filter, lr_d_inr, self.lr_min, self.lr_max, self.eps, self.c1)
         for (_, group), group_rate in zip(self._filter_groups, self._rates):
             group_rate.copy_(rate)
             group["lr"] = group_rate

@@ -45,13 +45,7 @@ from rff_field.common.progress import psnr_progress
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
-from rff_field.core.line_search import (
-    balanced_step_size_tensor,
-    filter_step_size_tensor,
-    group_slopes,
-    rate_dtype,
-    tensor_learning_rate,
-)
+from rff_field.core.line_search import group_slopes, rate_dtype, step_size_by_rule, tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.image.data import pixel_coordinates
 from rff_field.image.fit import (
@@ -280,10 +274,8 @@ def _set_rates(
     (loss, d_filter, lr_d_inr, rate) of the K models."""
     d_filter = group_slopes(filter_groups, direction=search.direction)
     lr_d_inr = group_slopes(inr_groups, direction=search.direction) * inr_groups[0][1]["lr"]  # one INR rate: batch_key
-    if search.rule == "balance":
-        new = balanced_step_size_tensor(d_filter, lr_d_inr, 1.0, lr_min=search.lr_min, lr_max=search.lr_max)
-    else:
-        new = filter_step_size_tensor(losses, d_filter, lr_d_inr, 1.0, lr_min=search.lr_min, lr_max=search.lr_max,
-                                      eps=search.eps, c1=search.c1)  # fmt: skip
+    new = step_size_by_rule(
+        search.rule, losses, d_filter, lr_d_inr, search.lr_min, search.lr_max, search.eps, search.c1
+    )
     rates.copy_(new)
     return torch.stack([losses.double(), d_filter, lr_d_inr, new], dim=1)
