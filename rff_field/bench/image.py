@@ -469,6 +469,7 @@ def run_summary(metrics: dict) -> dict:
         row["filter_lr_median"] = float(np.median(lrs))
         row["filter_lr_at_max"] = float(np.mean(np.isclose(lrs, lr_max))) if metrics.get("line_search") else None
     row["machine"] = metrics.get("machine")
+    row["diverged"] = metrics.get("diverged")
     return row
 
 
@@ -501,6 +502,7 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
             means[label]["images"] = len(mine)
             means[label]["variant"] = mine[0]["variant"]
             means[label]["hidden_features"] = mine[0]["hidden_features"]
+            means[label]["diverged"] = sum(bool(r.get("diverged")) for r in mine)
         groups[group] = {"means": means, "runs": rows}
     total = len(jobs)
     summary = {
@@ -581,13 +583,18 @@ def results_markdown(summary: dict) -> str:
                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for label, m in data["means"].items():
+                mark = f" (diverged: {m['diverged']} of {m['images']})" if m.get("diverged") else ""
                 lines.append(
-                    f"| {label} | `{m['variant']}` (width {m['hidden_features']}) | {m['images']} | {_fmt(m['psnr'])} "
-                    f"| {_fmt(m['best_psnr'])} | {_fmt(m['ssim'], 4)} | {_fmt(m['lpips'], 4)} | "
+                    f"| {label}{mark} | `{m['variant']}` (width {m['hidden_features']}) | {m['images']} | "
+                    f"{_fmt(m['psnr'])} | {_fmt(m['best_psnr'])} | {_fmt(m['ssim'], 4)} | {_fmt(m['lpips'], 4)} | "
                     f"{_fmt(m['seconds_per_iter'], 4)} | {format_count(m['num_params'])} | "
                     f"{format_count(m['num_filter_params'])} | {_fmt(m['params_per_value'], 3)} |"
                 )
         lines += _per_image_table(data["runs"])
+        diverged = [r for r in data["runs"] if r.get("diverged")]
+        if diverged:
+            lines += ["", "Diverged runs (their metrics are those of the last finite state, trained fewer iterations):",
+                      ""] + [f"- {r['label']} on {r['image']}: {r['diverged']}" for r in diverged]  # fmt: skip
         filtered = [r for r in data["runs"] if r.get("filter_lr_median") is not None]
         if filtered and group != "sweep":
             lines += ["", "Filter learning rate (line search: fraction of steps at lr_max):", ""]

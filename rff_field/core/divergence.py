@@ -13,11 +13,15 @@ from rff_field.core.errors import TrainingDiverged
 @torch.no_grad()
 def nonfinite_counts(groups: Mapping[str, Iterable[Tensor]]) -> dict[str, int]:
     """Non-finite values per parameter group (one host synchronisation for all of them)."""
-    counts = {
-        name: torch.stack([(~torch.isfinite(p)).sum() for p in params]).sum() if params else torch.zeros(())
-        for name, params in ((name, list(params)) for name, params in groups.items())
-    }
-    return dict(zip(counts, torch.stack(list(counts.values())).tolist())) if counts else {}
+    groups = {name: list(params) for name, params in groups.items()}
+    device = next((params[0].device for params in groups.values() if params), torch.device("cpu"))
+    counts = [
+        torch.stack([(~torch.isfinite(p)).sum().to(device) for p in params]).sum()
+        if params
+        else torch.zeros((), dtype=torch.long, device=device)
+        for params in groups.values()
+    ]
+    return dict(zip(groups, map(int, torch.stack(counts).tolist()))) if counts else {}
 
 
 def divergence_message(
@@ -45,12 +49,15 @@ def divergence_message(
 
 
 class LastFiniteState:
-    """Checks a training every few steps, and keeps a copy of the model from the last check that found it finite.
+    """Checks a training every few steps, and keeps a copy of the model from the last check whose state is known to
+    be finite: its parameters and the loss it gave.
 
     The training loop records each step's loss on the device (no host synchronisation) and calls :meth:`check`
     now and then (e.g. with its progress updates): one synchronisation then tells whether any recorded loss or any
-    parameter went non-finite. If so, the model is put back to the copy (of step ``step``) and
-    :class:`TrainingDiverged` says at which step (``diverged_at``), what went non-finite and what to try.
+    parameter went non-finite. A copy taken at a check counts as finite once the next check has seen the loss it
+    gave (the first loss recorded after it). On divergence the model is put back to the latest such copy (of step
+    ``step``) and :class:`TrainingDiverged` says at which step (``diverged_at``), what went non-finite and what to
+    try.
 
     Args:
         model: The network being trained.
@@ -62,9 +69,18 @@ class LastFiniteState:
         self.model = model
         self.groups = groups
         self.hints = hints
-        self.step = 0
         self.diverged_at: Optional[int] = None
-        self.state = {key: value.detach().clone() for key, value in model.state_dict().items()}
+        self.step = 0
+        self.state = self._copy()  # the copy of step `step`; the initial model when nothing finite was seen yet
+        self._unseen_step, self._unseen_state = 0, self.state  # copied at the last check, its loss not yet seen
+
+    @property
+    def checked_step(self) -> int:
+        """The step of the last check that found everything finite (the next check's losses start there)."""
+        return self._unseen_step
+
+    def _copy(self) -> dict[str, Tensor]:
+        return {key: value.detach().clone() for key, value in self.model.state_dict().items()}
 
     @torch.no_grad()
     def check(self, step: int, losses: Tensor) -> None:
@@ -76,11 +92,12 @@ class LastFiniteState:
         """
         finite = torch.isfinite(losses)
         counts = nonfinite_counts(self.groups)
-        if bool(finite.all()) and not any(counts.values()):
-            self.step = step
-            self.state = {key: value.detach().clone() for key, value in self.model.state_dict().items()}
-            return
         bad = (~finite).nonzero()
+        if len(losses) and (not len(bad) or int(bad[0]) > 0):
+            self.step, self.state = self._unseen_step, self._unseen_state  # the loss it gave, losses[0], is finite
+        if not len(bad) and not any(counts.values()):
+            self._unseen_step, self._unseen_state = step, self._copy()
+            return
         first = step - len(losses) + (int(bad[0]) if len(bad) else len(losses) - 1)
         self.diverged_at = first if self.diverged_at is None else min(self.diverged_at, first)
         loss = float(losses[int(bad[0])]) if len(bad) else None

@@ -233,7 +233,7 @@ def fit_images(
             if (it + 1) % first.log_every == 0 or it + 1 == first.iters:
                 for k, guard in enumerate(guards):  # a diverged model is put back at every check; the others go on
                     try:
-                        guard.check(it + 1, mse_history[guard.step : it + 1, k])
+                        guard.check(it + 1, mse_history[guard.checked_step : it + 1, k])
                     except TrainingDiverged as err:
                         diverged[k] = diverged[k] or err
                 if bar is not None:
@@ -246,7 +246,7 @@ def fit_images(
     results = []
     for k, (model, job) in enumerate(zip(models, jobs)):
         forward = PixelPredictor(model, coords, job.config.cache_embedding)
-        done = guards[k].step
+        done = guards[k].step if diverged[k] is not None else first.iters
         result = finish_fit(model, forward, job.pixels, replace(job.config, iters=done), job.name,
                             mse_history[:done, k], seconds / first.iters / count, inr_lr,
                             filter_lrs[:done] if filter_groups and search is None else None,

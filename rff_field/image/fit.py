@@ -248,7 +248,7 @@ def fit_image(
                 filter_lrs.append(filter_group["lr"])
             if (it + 1) % config.log_every == 0 or it + 1 == config.iters:
                 try:
-                    guard.check(it + 1, mse_history[guard.step : it + 1])
+                    guard.check(it + 1, mse_history[guard.checked_step : it + 1])
                 except TrainingDiverged as err:  # the model is back at its last finite state, of iteration guard.step
                     diverged = err
                     break
@@ -258,7 +258,7 @@ def fit_image(
         torch.cuda.synchronize(device)
     seconds_per_iter = (time.perf_counter() - start) / config.iters
     search = None
-    done = guard.step
+    done = guard.step if diverged is not None else config.iters
     if line_search is not None:
         line_search.remove()
         steps = steps_per_iteration(num_pixels, config.batch_size)

@@ -89,7 +89,7 @@ def plot_crops(
             ax.add_patch(plt.Rectangle((left - 0.5, top - 0.5), size, size, fill=False, color="red", lw=1.2))
         else:
             _show(ax, image[top : top + size, left : left + size])
-        caption = label if metrics is None else f"{label}\n{metrics['best_psnr']:.2f} / {metrics['psnr']:.2f} dB"
+        caption = label if metrics is None else f"{label}\n{_db(metrics['best_psnr'])} / {_db(metrics['psnr'])} dB"
         ax.set_title(caption, fontsize=8)
     kind = "flat-region crops" if flat else "crops"
     fig.suptitle(f"{title}: {kind} (best / final PSNR)" if title else f"{kind} (best / final PSNR)", fontsize=10)
@@ -168,3 +168,7 @@ def plot_sweep(rows: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _db(value) -> str:
+    return "–" if value is None else f"{value:.2f}"

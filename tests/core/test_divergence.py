@@ -23,11 +23,11 @@ def test_a_finite_check_keeps_the_state_and_a_diverged_one_restores_it():
     guard = LastFiniteState(model, {"INR": list(model.parameters())}, ["a lower --lr"])
     with torch.no_grad():
         model.weight.fill_(2.0)
-    guard.check(10, torch.tensor([1.0, 0.5]))  # steps 8 and 9 were finite: the state of step 10 is kept
+    guard.check(10, torch.tensor([1.0, 0.5]))  # steps 0..9 were finite: the state of step 10 is copied
     with torch.no_grad():
         model.weight.fill_(float("nan"))
     with pytest.raises(TrainingDiverged) as info:
-        guard.check(14, torch.tensor([0.4, float("inf"), float("nan"), 0.3]))  # steps 10..13
+        guard.check(14, torch.tensor([0.4, float("inf"), float("nan"), 0.3]))  # steps 10..13: step 10's loss finite
     assert str(info.value).startswith("training diverged at step 11: the loss is inf; 6 INR parameters")
     assert "the model of step 10, the last finite one, was kept" in str(info.value)
     assert torch.equal(model.weight, torch.full((2, 3), 2.0))
@@ -41,3 +41,19 @@ def test_parameters_that_turn_non_finite_after_finite_losses_are_caught():
     with pytest.raises(TrainingDiverged, match="at step 4: 1 INR parameters are not finite"):
         guard.check(5, torch.ones(5))
     assert bool(torch.isfinite(model.bias).all())
+
+
+def test_a_state_whose_own_loss_is_not_finite_is_not_kept():
+    """The copy taken at a check is kept only once the loss it gave (the first one after the check) is finite."""
+    model = nn.Linear(3, 2)
+    guard = LastFiniteState(model, {"INR": list(model.parameters())}, ["a lower --lr"])
+    for step, value in ((1, 1.0), (2, 2.0)):
+        with torch.no_grad():
+            model.weight.fill_(value)
+        guard.check(step, torch.tensor([0.5]))  # every step checked, as with --log-every 1
+    with torch.no_grad():
+        model.weight.fill_(1e30)  # finite parameters whose loss overflows
+    guard.check(3, torch.tensor([0.5]))
+    with pytest.raises(TrainingDiverged, match="at step 3: the loss is inf; try a lower --lr; the model of step 2"):
+        guard.check(4, torch.tensor([float("inf")]))
+    assert torch.equal(model.weight, torch.full((2, 3), 2.0)) and guard.step == 2
