@@ -6,6 +6,7 @@ with no offset, ``f(x) = A_x x`` (Mohan et al. 2019). The INR is then fed ``f(ga
 
 from __future__ import annotations
 
+import math
 from typing import Iterator, Literal, Optional
 
 import torch
@@ -132,6 +133,8 @@ def initialize_filter(filter_module: nn.Module, scheme: FilterInit = "default", 
         return
     if scheme not in ("scaled", "identity", "orthogonal"):
         raise UsageError(f"unknown filter initialisation {scheme!r}; choose default, scaled, identity or orthogonal")
+    if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
+        raise UsageError(f"the filter initialisation's gain must be a finite number > 0, got {gain!r}")
     for layer in filter_module.modules():
         if not isinstance(layer, nn.Linear):
             continue

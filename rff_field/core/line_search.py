@@ -59,7 +59,8 @@ def filter_step_size(
         The rate, in ``[lr_min, lr_max]``; ``lr_min`` whenever an input is not finite.
 
     Raises:
-        UsageError: The bounds are not finite numbers with ``0 <= lr_min <= lr_max``.
+        UsageError: The bounds are not finite numbers with ``0 <= lr_min <= lr_max``, ``eps`` is not a finite
+            number >= 0, ``c1`` is not in [0, 1), or ``lr_inr`` is negative.
     """
     return filter_step_branch(loss, d_filter, d_inr, lr_inr, lr_min, lr_max, eps, c1)[0]
 
@@ -76,8 +77,10 @@ def filter_step_branch(
 ) -> tuple[float, str, bool]:
     """:func:`filter_step_size` and how it got there: ``(rate, branch, armijo)``, ``branch`` one of
     :data:`BRANCHES`, ``armijo`` whether the sufficient-decrease check then replaced the rate."""
-    check_bounds(lr_min, lr_max)
+    check_bounds(lr_min, lr_max, eps, c1)
     loss, d_filter, d_inr, lr_inr = (float(v) for v in (loss, d_filter, d_inr, lr_inr))
+    if lr_inr < 0:
+        raise UsageError(f"the INR's learning rate must be >= 0, got {lr_inr}")
     if not all(math.isfinite(v) for v in (loss, d_filter, d_inr, lr_inr)):
         return lr_min, "nonfinite", False
 
@@ -107,10 +110,15 @@ def filter_step_branch(
     return clip(rate), branch, armijo
 
 
-def check_bounds(lr_min: float, lr_max: float) -> None:
-    """Raise :class:`UsageError` unless ``0 <= lr_min <= lr_max`` are finite numbers."""
+def check_bounds(lr_min: float, lr_max: float, eps: float = 0.0, c1: float = 0.0) -> None:
+    """Raise :class:`UsageError` unless ``0 <= lr_min <= lr_max`` are finite numbers, ``eps >= 0`` is finite and
+    ``0 <= c1 < 1``."""
     if not (math.isfinite(lr_min) and math.isfinite(lr_max) and 0 <= lr_min <= lr_max):
         raise UsageError(f"the filter's rate bounds need 0 <= lr_min <= lr_max, both finite; got {lr_min}, {lr_max}")
+    if not (math.isfinite(eps) and eps >= 0):
+        raise UsageError(f"the rule's eps must be a finite number >= 0, got {eps}")
+    if not 0 <= c1 < 1:
+        raise UsageError(f"the Armijo constant c1 must lie in [0, 1), got {c1}")
 
 
 def balanced_step_size(
@@ -160,7 +168,7 @@ def filter_step_size_tensor(
     operations in the same order, so that it returns exactly what :func:`filter_step_size` returns. Inputs of any
     broadcastable shape (one rate per model of a batch); the result is a float64 tensor on their device.
     """
-    check_bounds(lr_min, lr_max)
+    check_bounds(lr_min, lr_max, eps, c1)
     loss, d_filter, d_inr, lr_inr = _float64(loss, d_filter, d_inr, lr_inr)
     k = -d_filter + eps
     b = loss + lr_inr * d_inr

@@ -12,7 +12,7 @@ from torch import nn
 from rff_field.cli import bench, export_mesh, image, sdf
 from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
 from rff_field.core.errors import UsageError
-from rff_field.core.filter import BiasFreeFilter, FilteredEncoding
+from rff_field.core.filter import BiasFreeFilter, FilteredEncoding, initialize_filter
 from rff_field.core.line_search import balanced_step_size, filter_step_size
 
 
@@ -122,6 +122,10 @@ def test_core_constructors_and_rule_check_their_inputs():
         lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, lr_min=float("nan")),
         lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, lr_min=1e-2, lr_max=1e-3),
         lambda: balanced_step_size(-1.0, -1.0, 1e-3, lr_min=1.0, lr_max=0.5),
+        lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, eps=float("nan")),
+        lambda: filter_step_size(1.0, -1.0, -1.0, 1e-3, c1=float("nan")),
+        lambda: filter_step_size(1.0, -1.0, -1.0, -1e-3),
+        lambda: initialize_filter(BiasFreeFilter(6), "scaled", float("nan")),
     ]
     for case in cases:
         with pytest.raises(UsageError):
@@ -131,13 +135,15 @@ def test_core_constructors_and_rule_check_their_inputs():
     assert PositionalEncoding(3, 4, 8.0)(torch.rand(5, 3)).shape[-1] == PositionalEncoding(3, 4, 8.0).get_out_dim()
 
 
+@pytest.mark.parametrize("log_every", ["5", "1"])
 def test_image_fit_divergence_stops_with_one_line_and_keeps_the_last_finite_state(picture, tmp_path, monkeypatch,
-                                                                                    capsys):  # fmt: skip
+                                                                                    capsys, log_every):  # fmt: skip
     # A rate of 1e30 makes Adam's first step put weights near 1e30, so the next forward pass overflows float32.
+    # With a check every step, the state after that first step has finite parameters but gives an infinite loss.
     out = tmp_path / "out"
-    code, err = run(image.entrypoint, ["fit", "--image", picture, "--out", out, "--iters", "20", "--log-every", "5",
-                                       "--lr", "1e30", "--hidden-features", "8", "--no-progress", "--no-lpips"],
-                    monkeypatch, capsys)  # fmt: skip
+    args = ["fit", "--image", picture, "--out", out, "--iters", "20", "--log-every", log_every, "--lr", "1e30",
+            "--hidden-features", "8", "--no-progress", "--no-lpips"]  # fmt: skip
+    code, err = run(image.entrypoint, args, monkeypatch, capsys)
     assert code == 3
     line = err.strip().splitlines()[-1]
     assert line.startswith("rff-image: training diverged at step 1: the loss is") and "--lr (now 1e+30)" in line
