@@ -36,6 +36,7 @@ from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
+from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import TrainingDiverged
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
@@ -305,8 +306,7 @@ def _check_out(config: BenchConfig) -> None:
     out = config.out
     marker = out / "bench.json"
     protocol = protocol_of(config)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file; give a folder")
+    check_writable_folder(out, "--out")
     foreign = [p for p in out.iterdir() if not p.name.startswith(".") and p.name != "logs"] if out.is_dir() else []
     if foreign and not marker.exists():
         raise UsageError(f"{out} is not empty and holds no benchmark (bench.json); choose another --out")

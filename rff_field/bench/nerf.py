@@ -29,8 +29,8 @@ from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import machine_description
 from rff_field.common.options import Flat
-from rff_field.common.outputs import write_json
-from rff_field.core.errors import UsageError
+from rff_field.common.outputs import check_writable_folder, write_json
+from rff_field.core.errors import UsageError, check_fields
 
 DEFAULT_VARIANTS = ("baseline:rff-nerf-lite,use_filter=false", "filter:rff-nerf-lite")
 """The filter switched off (the MLP+PE baseline) and on, everything else equal."""
@@ -87,6 +87,7 @@ class NerfBenchConfig:
     def main(self) -> None:
         """Run the pending variants."""
         variants = self.check()
+        check_writable_folder(self.out, "--out")
         jobs = [Job(i, Path("runs") / v.label, v, self.data.name) for i, v in enumerate(variants)]
         self.jobs.check(jobs)
         if self.jobs.list_jobs:
@@ -277,6 +278,8 @@ class NerfTiming:
         from rff_field.nerf.training import quiet_known_warnings, reset_nerfstudio_logging
 
         variants = self.bench.check()
+        check_fields(self, positive_int=("rounds", "block"), non_negative_int=("warmup",))
+        check_writable_folder(self.bench.out, "--out")
         quiet_known_warnings()
         trainers = {}
         for variant in variants:
@@ -348,6 +351,9 @@ class NerfEvalTiming:
         """Measure and write ``eval-timing.json``; returns the result."""
         from rff_field.nerf.evaluate import evenly_spaced, synchronize
         from rff_field.nerf.loading import load_rff_pipeline
+
+        check_fields(self, positive_int=("views", "rounds"))
+        check_writable_folder(self.out, "--out")
         from rff_field.nerf.lpips import lpips_or_nan
         from rff_field.nerf.training import quiet_known_warnings
 
@@ -413,6 +419,9 @@ class HashGridTiming:
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         from nerfstudio.field_components.encodings import HashEncoding
+
+        check_fields(self, positive_int=("points", "levels", "log2_hashmap_size", "rounds"))
+        check_writable_folder(self.dest, "--dest")
 
         from rff_field.nerf.hash_grid import TorchHashEncoding
 
@@ -486,6 +495,7 @@ class NerfReport:
 
     def main(self) -> None:
         """Write the report."""
+        check_writable_folder(self.dest, "--dest")
         paths = sorted((self.out / "runs").glob("*/metrics.json"), key=lambda p: p.stat().st_mtime)
         if not paths:
             raise UsageError(f"no finished variants under {self.out / 'runs'}; run `rff-bench nerf` first")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import zipfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -67,8 +68,11 @@ def parse_method(spec: str) -> MethodSpec:
 def load_pool_arrays(path: Path) -> dict:
     if not Path(path).is_file():
         raise UsageError(f"sample pool {path} does not exist; write it with `rff-sdf pool`")
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (ValueError, OSError, zipfile.BadZipFile):
+        raise UsageError(f"{path} is not a sample pool (an .npz written by `rff-sdf pool`)") from None
 
 
 def write_pool(

@@ -20,8 +20,9 @@ import torch
 
 from rff_field.bench.image import BenchConfig, build_jobs, job_config
 from rff_field.common.machine import machine_description, resolve_device
+from rff_field.common.outputs import check_writable_folder
 from rff_field.core import filter as filter_module
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import BiasFreeFilter
 from rff_field.image.data import downsample, load_image
 from rff_field.image.fit import FitConfig, run_fit
@@ -56,6 +57,8 @@ class ImageTiming:
         """Measure and write the table; returns the result."""
         if not self.image.is_file():
             raise UsageError(f"--image {self.image} does not exist")
+        check_fields(self, positive_int=("block", "rounds", "threads"))
+        check_writable_folder(self.dest, "--dest")
         torch.set_num_threads(self.threads)
         fit = FitConfig(iters=self.block, network=NetworkConfig(hidden_features=self.hidden_features), lpips=False,
                         device=self.device, log_every=self.block)  # fmt: skip
@@ -132,6 +135,8 @@ class FilterTiming:
 
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
+        check_fields(self, positive_int=("samples", "rounds", "repeats", "threads"))
+        check_writable_folder(self.dest, "--dest")
         torch.set_num_threads(self.threads)
         torch.manual_seed(0)
         padded_multiple = filter_module.PAD_MULTIPLE
@@ -203,6 +208,9 @@ class BatchTiming:
         """Measure and write the table; returns the result."""
         from rff_field.image.batched import ImageJob, batch_key, fit_images
         from rff_field.image.fit import fit_image
+
+        check_fields(self, positive_int=("block", "rounds", "threads"))
+        check_writable_folder(self.dest, "--dest")
 
         torch.set_num_threads(self.threads)
         fit = FitConfig(iters=self.block, network=NetworkConfig(hidden_features=self.hidden_features), lpips=False,

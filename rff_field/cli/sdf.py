@@ -18,6 +18,7 @@ import tyro
 from rff_field.bench.jobs import JobOptions
 from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
 from rff_field.common.options import Flat
+from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError
 from rff_field.sdf.fit import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.run import OutputConfig
@@ -59,7 +60,7 @@ class Fit:
         from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
         from rff_field.sdf.run import GroundTruth, check_out_dir, prepare_out_dir, run_sdf
 
-        _check_common(self.train, self.output, self.network)
+        _check_common(self.train, self.output, self.network, self.sign_rays)
         if self.pool is not None and self.mesh is not None:
             raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
         check_out_dir(Path(self.out), self.overwrite)
@@ -172,12 +173,16 @@ class Bench:
                     eval_samples=self.output.eval_samples, f_threshold=self.output.f_threshold
                 )
         else:
-            _check_common(self.train, self.output)
+            _check_common(self.train, self.output, sign_rays=self.sign_rays)
             if self.pools and self.meshes:
                 raise UsageError("give either --meshes (sampled now) or --pools (sampled before), not both")
             missing = [str(pool) for pool in self.pools if not Path(pool).is_file()]
             if missing:
                 raise UsageError(f"no sample pool {', '.join(missing)}; write pools with `rff-sdf pool`")
+            missing = [str(mesh) for mesh in self.meshes if not Path(mesh).is_file()]
+            if missing:
+                raise UsageError(f"no mesh file {', '.join(missing)}; give existing mesh files to --meshes")
+            check_writable_folder(out, "--out")
             if out.is_dir() and any(out.iterdir()) and not (self.resume or self.jobs.overwrite):
                 raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
             out.mkdir(parents=True, exist_ok=True)
@@ -245,6 +250,8 @@ class Pool:
             raise UsageError(f"--out {out} should end in .npz")
         if out.exists() and not self.overwrite:
             raise UsageError(f"{out} already exists; choose another --out or pass --overwrite")
+        _check_sign_rays(self.sign_rays)
+        check_writable_folder(out.parent, "--out")
         write_pool(
             self.mesh,
             out,
@@ -260,12 +267,26 @@ class Pool:
         return out
 
 
-def _check_common(train: SDFTrainConfig, output: OutputConfig, network: Optional[SDFNetworkConfig] = None) -> None:
+def _check_sign_rays(sign_rays: int) -> None:
+    if sign_rays < 1 or sign_rays % 2 == 0:
+        raise UsageError(f"--sign-rays must be an odd number >= 1 (the rays vote inside/outside), got {sign_rays}")
+
+
+def _check_common(
+    train: SDFTrainConfig, output: OutputConfig, network: Optional[SDFNetworkConfig] = None, sign_rays: int = 1
+) -> None:
     if network is not None:
         network.check()
     train.check()
+    _check_sign_rays(sign_rays)
     if output.resolution < 8:
         raise UsageError(f"--resolution must be at least 8, got {output.resolution}")
+    import torch
+
+    try:
+        torch.device(train.device)
+    except RuntimeError:
+        raise UsageError(f"--device {train.device} is not a torch device; use cpu or cuda") from None
     if train.device.startswith("cuda"):
         import torch
 

@@ -7,6 +7,7 @@ says what is wrong and what to do, instead of a traceback from deep inside a dat
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
@@ -70,6 +71,15 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
         raise UsageError(
             f"--pipeline.model.near-plane must lie in [0, far-plane), got {config.near_plane} (far {config.far_plane})"
         )
+
+
+def check_optimizer_rates(optimizers: dict) -> None:
+    """Raise :class:`UsageError` for an optimizer group whose learning rate is not a positive finite number."""
+    for name, group in optimizers.items():
+        optimizer = group.get("optimizer") if isinstance(group, dict) else None
+        lr = getattr(optimizer, "lr", None)
+        if lr is not None and not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise UsageError(f"--optimizers.{name}.optimizer.lr must be a positive finite number, got {lr}")
 
 
 def _needed_split(test_mode: TestMode) -> str:

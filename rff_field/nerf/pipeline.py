@@ -13,7 +13,13 @@ from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineC
 from torch.amp import GradScaler
 
 from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
-from rff_field.nerf.checks import TestMode, check_dataset, check_model_config, check_nerfacto_config
+from rff_field.nerf.checks import (
+    TestMode,
+    check_dataset,
+    check_model_config,
+    check_nerfacto_config,
+    check_optimizer_rates,
+)
 from rff_field.nerf.divergence import report_divergence_in_one_line
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
@@ -45,6 +51,7 @@ class RFFTrainerConfig(TrainerConfig):
 
     def print_to_terminal(self) -> None:
         exit_on_usage_error(lambda: check_pipeline_config(self.pipeline, "val"))  # type: ignore[arg-type]
+        exit_on_usage_error(lambda: check_optimizer_rates(self.optimizers))
         report_divergence_in_one_line()
         super().print_to_terminal()
 

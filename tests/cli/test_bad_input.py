@@ -85,6 +85,35 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
     assert code == 2 and "--hidden-features must be positive" in err and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["fit", "--sign-rays", "4"], "--sign-rays must be an odd number >= 1"),
+        (["pool", "--sign-rays", "0", "--out", "OUT/p.npz"], "--sign-rays must be an odd number >= 1"),
+        (["bench", "--sign-rays", "2"], "--sign-rays must be an odd number >= 1"),
+        (["fit", "--device", "gpu"], "--device gpu is not a torch device; use cpu or cuda"),
+        (["fit", "--pool", "PICTURE"], "is not a sample pool (an .npz written by `rff-sdf pool`)"),
+        (["bench", "--meshes", "OUT/missing.ply"], "no mesh file"),
+    ],
+)
+def test_sdf_options_fail_before_any_work(args, message, picture, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    args = [str(a).replace("OUT", str(tmp_path)).replace("PICTURE", str(picture)) for a in args]
+    extra = [] if args[0] == "pool" else ["--out", out]
+    code, err = run(sdf.entrypoint, [*args, *extra], monkeypatch, capsys)
+    assert code == 2 and message in err and not out.exists() and not (tmp_path / "p.npz").exists()
+
+
+def test_timing_options_fail_before_measuring(picture, tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    common = ["image-timing", "--image", picture, "--variants", "mlp-pe", "--downsample", "1"]
+    code, err = run(bench.entrypoint, [*common, "--dest", blocker / "t"], monkeypatch, capsys)
+    assert code == 2 and "a-file is a file" in err
+    code, err = run(bench.entrypoint, [*common, "--dest", tmp_path / "t", "--rounds", "0"], monkeypatch, capsys)
+    assert code == 2 and "--rounds must be positive" in err and not (tmp_path / "t").exists()
+
+
 def test_bench_inputs_fail_before_any_job(picture, tmp_path, monkeypatch, capsys):
     images = tmp_path / "images"
     images.mkdir()

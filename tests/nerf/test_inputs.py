@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -177,6 +178,22 @@ def test_pipeline_stops_with_one_line(scene, tmp_path, capsys):
     assert "filter-num-layers must be positive" in capsys.readouterr().err
 
 
+def test_trainer_refuses_a_negative_learning_rate_before_the_config_dump(scene, capsys):
+    import copy
+
+    from rff_field.nerf.method_configs import rff_nerf_lite
+
+    config = copy.deepcopy(rff_nerf_lite.config)
+    config.pipeline.datamanager.data = scene
+    config.optimizers["fields"]["optimizer"].lr = -1.0
+    with pytest.raises(SystemExit) as exit_info:
+        config.print_to_terminal()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr()
+    assert "--optimizers.fields.optimizer.lr must be a positive finite number, got -1.0" in err.err
+    assert "Config" not in err.out
+
+
 def test_ns_train_on_a_folder_without_transforms(tmp_path):
     """The real CLI: clear message, non-zero exit, no traceback."""
     (tmp_path / "photos").mkdir()
@@ -216,13 +233,14 @@ def test_export_mesh_cli_bad_input_is_one_line(tmp_path):
 
 
 def test_ns_train_stops_a_diverging_run_with_one_line(scene, tmp_path):
-    """An infinite learning rate makes every updated parameter non-finite after the first step, by construction."""
+    """A learning rate of 1e30 puts Adam's first update near 1e30 (its step is about lr times a sign), so the second
+    forward pass overflows float32, by construction."""
     cmd = [str(BIN / "ns-train"), "rff-nerf-lite", "--data", str(scene), "--machine.device-type", "cpu", "--vis",
            "tensorboard", "--output-dir", str(tmp_path / "runs"), "--max-num-iterations", "5",
-           "--optimizers.fields.optimizer.lr", "inf", "--pipeline.model.compute-lpips", "False"]  # fmt: skip
+           "--optimizers.fields.optimizer.lr", "1e30", "--pipeline.model.compute-lpips", "False"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("ns-train: training diverged at step 1: the loss is nan")
-    assert "--optimizers.fields.optimizer.lr (now inf)" in last and "no checkpoint was written" in last
+    assert re.match(r"ns-train: training diverged at step 1: the loss is (nan|inf)", last)
+    assert "--optimizers.fields.optimizer.lr (now 1e+30)" in last and "no checkpoint was written" in last
     assert not list((tmp_path / "runs").rglob("*.ckpt"))
