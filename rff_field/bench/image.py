@@ -250,9 +250,12 @@ def build_jobs(config: BenchConfig) -> list[Job]:
         long_variants = [parse_variant(v) for v in config.long_variants] if config.long_variants else variants
         add("long", list_images(config.images, config.long_names), long_variants, config.long_iters)
     for job in jobs:  # resolve every variant's overrides now, so that a bad one fails before any training
-        fit = apply_overrides(config.fit, job.variant.overrides)
-        fit.iters = job.iters
-        fit.check()
+        try:
+            fit = apply_overrides(config.fit, job.variant.overrides)
+            fit.iters = job.iters
+            fit.check()
+        except UsageError as err:
+            raise UsageError(f"variant {job.variant.label!r} ({job.variant.spec}): {err}") from None
     return jobs
 
 

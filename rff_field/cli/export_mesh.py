@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Sequence, Tuple
@@ -45,10 +46,17 @@ class ExportMesh:
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work, before anything is loaded."""
+        if self.load_config.is_dir():
+            raise UsageError(
+                f"--load-config {self.load_config} is a folder; pass the config.yml file that ns-train printed at the "
+                "end of training (it sits in the run's folder, next to nerfstudio_models/)"
+            )
         if not self.load_config.is_file():
             raise UsageError(
                 f"{self.load_config} does not exist; pass the config.yml that ns-train printed at the end of training"
             )
+        if not math.isfinite(self.threshold):
+            raise UsageError(f"--threshold must be a finite density, got {self.threshold}")
         if self.resolution < 2:
             raise UsageError(f"--resolution must be at least 2, got {self.resolution}")
         if self.batch_size < 1:
@@ -67,13 +75,14 @@ class ExportMesh:
     def main(self) -> Path:
         """Load the run, extract the mesh and write it; returns the mesh's path."""
         self.check()  # before the heavy imports, so that bad options fail at once
+        from rff_field.nerf.quiet import quiet_known_warnings
+
+        quiet_known_warnings()  # before nerfstudio is imported: some warn on import
         from rff_field.common.mesh import write_mesh
         from rff_field.nerf.loading import load_rff_pipeline, read_run_config
         from rff_field.nerf.mesh_export import density_mesh
         from rff_field.nerf.model import RFFNeRFModelConfig
-        from rff_field.nerf.quiet import quiet_known_warnings
 
-        quiet_known_warnings()
         run = read_run_config(self.load_config)  # fail fast, before the dataset and the model are loaded
         two_fields = isinstance(run.pipeline.model, RFFNeRFModelConfig)  # rff-nerfacto has one main field
         if self.field == "coarse" and not two_fields:

@@ -112,6 +112,10 @@ def load_image(path: Optional[Path] = None) -> LoadedImage:
         except Exception as error:  # imageio raises many types for undecodable files
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise UsageError(f"cannot read {path} as an image ({reason}); give a PNG or JPEG file") from None
+    if array.ndim == 4:  # frames of an animation (GIF, APNG, multi-page TIFF)
+        if array.shape[0] != 1:
+            raise UsageError(f"{path} holds {array.shape[0]} frames; give a still image (PNG or JPEG)")
+        array = array[0]
     pixels, more = to_unit_float(array, path.name)
     return LoadedImage(torch.from_numpy(pixels), path.stem, str(path), notices + more)
 

@@ -15,6 +15,8 @@ NOISY_WARNINGS = (
     "Converting a tensor with requires_grad=True to a scalar",
     "Importing `spectral_angle_mapper`",
     "This DataLoader will create",
+    "`torch.cuda.amp.custom_fwd(args...)` is deprecated",
+    "`torch.cuda.amp.custom_bwd(args...)` is deprecated",
 )
 """Nothing for users to act on; other warnings still show."""
 

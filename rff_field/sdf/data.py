@@ -13,6 +13,8 @@ and torch, so a GPU machine without open3d can train from it.
 
 from __future__ import annotations
 
+import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,14 +96,20 @@ def _count_points(path: Path) -> int:
 
 @contextmanager
 def _quiet_open3d() -> Iterator[None]:
-    """Silence open3d's warnings (we raise our own errors)."""
+    """Silence open3d's warnings and what its file readers print to stderr themselves (we raise our own errors)."""
     import open3d as o3d
 
     previous = o3d.utility.get_verbosity_level()
     o3d.utility.set_verbosity_level(o3d.utility.VerbosityLevel.Error)
+    sys.stderr.flush()
+    saved = os.dup(2)
     try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
         yield
     finally:
+        os.dup2(saved, 2)
+        os.close(saved)
         o3d.utility.set_verbosity_level(previous)
 
 

@@ -14,6 +14,7 @@ from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
 from rff_field.core.errors import UsageError
 from rff_field.core.filter import BiasFreeFilter, FilteredEncoding, initialize_filter
 from rff_field.core.line_search import balanced_step_size, filter_step_size
+from rff_field.image.data import load_image
 
 
 def run(entrypoint, args, monkeypatch, capsys) -> tuple[int, str]:
@@ -136,6 +137,33 @@ def test_export_mesh_into_an_unwritable_folder(tmp_path, monkeypatch, capsys):
     args = ["--load-config", config, "--output-path", blocker / "m.ply"]
     code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "a-file is a file" in err and "must end in" not in err  # the folder, not the name
+
+
+def test_export_mesh_options_fail_before_loading(tmp_path, monkeypatch, capsys):
+    config = tmp_path / "config.yml"
+    config.write_text("{}")
+    code, err = run(export_mesh.entrypoint, ["--load-config", tmp_path, "--output-path", tmp_path / "m.ply"],
+                    monkeypatch, capsys)  # fmt: skip
+    assert code == 2 and "is a folder; pass the config.yml file" in err
+    args = ["--load-config", config, "--output-path", tmp_path / "m.ply", "--threshold", "nan"]
+    code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
+    assert code == 2 and "--threshold must be a finite density, got nan" in err
+
+
+def test_animations_and_bad_variants_are_named(tmp_path, monkeypatch, capsys):
+    frames = (np.arange(2 * 8 * 8 * 3) % 255).astype(np.uint8).reshape(2, 8, 8, 3)
+    iio.imwrite(tmp_path / "one.gif", frames[:1])
+    iio.imwrite(tmp_path / "two.gif", frames)
+    assert load_image(tmp_path / "one.gif").pixels.shape == (8, 8, 3)
+    with pytest.raises(UsageError, match="two.gif holds 2 frames; give a still image"):
+        load_image(tmp_path / "two.gif")
+    images = tmp_path / "images"
+    images.mkdir()
+    iio.imwrite(images / "a.png", frames[0])
+    args = ["image", "--images", images, "--out", tmp_path / "out", "--variants", "narrow:mlp-pe,hidden_features=-8",
+            "--sweep-names", "--long-names"]  # fmt: skip
+    code, err = run(bench.entrypoint, args, monkeypatch, capsys)
+    assert code == 2 and "variant 'narrow' (mlp-pe,hidden_features=-8): --hidden-features must be positive" in err
 
 
 def test_core_constructors_and_rule_check_their_inputs():
