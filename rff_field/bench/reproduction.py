@@ -22,14 +22,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 from rff_field.common.datasets import DATA_ROOT
-from rff_field.image.data import downsample, load_image  # noqa: E402
-from rff_field.image.plots import history_series, plot_crops  # noqa: E402
+from rff_field.image.data import downsample, load_image
+from rff_field.image.plots import history_series, plot_crops, pyplot
 
 SUMMARY_KEYS = (
     "method", "image", "iters", "psnr", "best_psnr", "best_iter", "ssim", "seconds_per_iter",
@@ -214,6 +209,7 @@ def margin_table(rows: list[dict], images: list[str]) -> list[str]:
 
 
 def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
+    plt = pyplot()
     widths = {32: "pe32", 64: "pe64", 80: "pe80", 128: "pe128", 256: "pe256"}
     fig, ax = plt.subplots(figsize=(6, 4))
     for prefix, name, style in (("plain", "MLP (no filter)", "o-"), ("filt", "MLP + filter (paper)", "s-"),
@@ -236,6 +232,7 @@ def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
 def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str = "kodim05") -> bool:
     """Best PSNR against RFF sigma: the mean over all images where every image finished (left) and one image over
     every sigma that ran (right; the GPU budget ended before sigma 20 and 40 on all images)."""
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     drawn = False
     for n, style in ((128, "-"), (256, ":")):
@@ -270,6 +267,7 @@ def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str
 def plot_pe_scale(runs: dict, iters: int, path: Path, image: str = "kodim05") -> bool:
     """Best PSNR against the log-linear PE's scale on one image, with and without the filter (the PE analogue of
     the sigma sweep)."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     drawn = False
     for prefix, name, marker in (("plain", "MLP+PE", "o-"), ("filt", "MLP+PE+filter", "s-")):
@@ -298,6 +296,7 @@ def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, legend_
 
 
 def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     drawn = False
     for label in labels:
@@ -334,6 +333,7 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
 
 def plot_psnr_curves(curves: list[tuple[str, dict]], title: str, path: Path) -> bool:
     """Training PSNR over iterations, one line per (legend name, metrics)."""
+    plt = pyplot()
     if not curves:
         return False
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -353,6 +353,7 @@ def plot_learning(runs: dict, image: str, iters: int, labels: list[str], path: P
 def plot_budget(runs: dict, iters: int, path: Path) -> bool:
     """Every run at the long budget: one panel per image, one colour per variant, zoomed past the first 1000
     iterations (where every curve climbs from 5 dB)."""
+    plt = pyplot()
     done = {key: m for key, m in runs.items() if key[2] == iters}
     images = sorted({image for _, image, _ in done})
     labels = sorted({label for label, _, _ in done})

@@ -23,14 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from rff_field.bench.image import format_count  # noqa: E402
-from rff_field.core.line_search import BRANCHES, filter_step_branch  # noqa: E402
+from rff_field.bench.image import format_count
+from rff_field.core.line_search import BRANCHES, filter_step_branch
+from rff_field.image.plots import pyplot
 
 GRID = (  # factor, folder, tag, setting (what changes from the x4 base)
     ("base", "x4-2000", "wire22-w64", "x4, 3x64, WIRE PE 22 ch."),
@@ -310,6 +307,7 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
 
 def plot(summary: dict, path: Path) -> None:
     """Δ against the INR's parameters per value (2000 iterations) and against iterations (long runs)."""
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     markers = {"kodim05": "o", "kodim01": "s"}
     colours = {"x4": "tab:blue", "x2": "tab:red"}

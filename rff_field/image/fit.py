@@ -35,6 +35,7 @@ from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
 from rff_field.image.metrics import image_metrics, psnr_from_mse
+from rff_field.image.plots import pyplot
 from rff_field.inr.config import METHODS, NetworkConfig, build_network, count_parameters
 from rff_field.inr.mlp import FourierFeatureMLP
 
@@ -407,10 +408,7 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     clear_outputs(out_dir, OUTPUT_FILES)  # an earlier run's files that this one may not write (e.g. embedding.png)
     save_image(result.reconstruction, out_dir / "reconstruction.png")
     error = (result.reconstruction.clamp(0, 1) - result.target).abs().mean(dim=-1).numpy()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     plt.imsave(out_dir / "error.png", error, cmap="inferno", vmin=0.0, vmax=error_vmax)
     plot_curves(result.metrics, out_dir / "curves.png")
@@ -429,10 +427,7 @@ def check_output_dir(out_dir: Path, overwrite: bool) -> None:
 
 def plot_curves(metrics: dict, path: Path) -> None:
     """PSNR over iterations and, where there is a filter, its learning rate over iterations."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lrs = metrics.get("filter_lr_history")
     fig, axes = plt.subplots(1, 2 if lrs else 1, figsize=(10 if lrs else 5, 3.6), squeeze=False)
@@ -459,10 +454,7 @@ def plot_curves(metrics: dict, path: Path) -> None:
 
 def plot_embedding(embedding: dict[str, np.ndarray], path: Path) -> None:
     """A grid of embedding channels: one row of gamma, one of f(gamma) * gamma when filtered."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = [key for key in ("gamma", "filtered") if key in embedding]
     count = len(embedding["channels"])

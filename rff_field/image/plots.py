@@ -11,7 +11,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (set when first needed, not on import)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -67,7 +68,7 @@ def plot_crops(
         size: Crop side in pixels (default: half the short side; a quarter for ``flat``).
         flat: Crop the flattest region instead of the most detailed one.
     """
-    plt = _pyplot()
+    plt = pyplot()
     height, width = target.shape[:2]
     size = size or max(8, min(height, width) // (4 if flat else 2))
     top, left = detail_window(target, size, flat)
@@ -112,7 +113,7 @@ def history_series(values: Optional[list]) -> tuple[np.ndarray, np.ndarray]:
 
 def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, title: str = "") -> None:
     """PSNR over iterations of every run, and the filter's learning rate of the filtered ones."""
-    plt = _pyplot()
+    plt = pyplot()
     runs = [r for r in runs if r[2] is not None]
     with_lr = [r for r in runs if r[2].get("filter_lr_history")]
     fig, axes = plt.subplots(1, 2 if with_lr else 1, figsize=(13 if with_lr else 7, 4.2), squeeze=False)
@@ -141,7 +142,7 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
 
 def plot_sweep(rows: list[dict], path: Path) -> None:
     """Best (solid) and final (dashed) PSNR over RFF sigma and over log-linear PE scale, averaged over images."""
-    plt = _pyplot()
+    plt = pyplot()
     panels = [
         ("rff_sigma", "RFF sigma", ("mlp-rff", "filtered-rff")),
         ("pe_scale", "log-linear PE scale", ("mlp-pe", "filtered-pe")),
