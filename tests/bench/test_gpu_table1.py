@@ -10,18 +10,9 @@ import sys
 import imageio.v3 as iio
 import numpy as np
 
-from tests import REPO
+from tests import REPO, import_blocker
 
-BLOCKER = """
-import importlib.abc, sys
-BLOCKED = ("tyro", "nerfstudio", "viser", "open3d", "mcubes")
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is blocked for this test")
-        return None
-sys.meta_path.insert(0, Block())
-"""
+BLOCKER = import_blocker("tyro", "nerfstudio", "viser", "open3d", "mcubes")
 
 
 def run_script(tmp_path, out, budget, **env):

@@ -7,19 +7,16 @@ import sys
 import numpy as np
 
 from rff_field.sdf.data import MeshSDF, build_pool, load_shape
+from tests import import_blocker
 
-BLOCKER = """
-import importlib.abc, runpy, sys
-BLOCKED = ("open3d", "mcubes", "nerfstudio")
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is blocked for this test")
-        return None
-sys.meta_path.insert(0, Block())
+BLOCKER = (
+    import_blocker("open3d", "mcubes", "nerfstudio")
+    + """
+import runpy
 sys.argv = ["rff-sdf", *sys.argv[1:]]
 runpy.run_module("rff_field.cli.sdf", run_name="__main__", alter_sys=True)
 """
+)
 
 
 def test_bench_from_pools_without_open3d_pymcubes_or_nerfstudio(tmp_path):
