@@ -68,6 +68,23 @@ def test_listed_by_ns_train_help():
         assert name in out.stdout
 
 
+def test_every_command_spells_the_line_search_options_alike():
+    """rff-image, rff-sdf and both NeRF methods nest the one LineSearchConfig, so their options are the same."""
+    import dataclasses
+    import typing
+
+    from rff_field.core.optim import LineSearchConfig
+    from rff_field.image.fit import FitConfig
+    from rff_field.sdf.fit import SDFTrainConfig
+
+    for config in (FitConfig, SDFTrainConfig, RFFNeRFModelConfig, RFFNerfactoModelConfig):
+        assert typing.get_type_hints(config)["line_search"] is LineSearchConfig, config
+    out = subprocess.run([str(BIN / "ns-train"), "rff-nerfacto-lite", "--help"], capture_output=True, text=True,
+                         timeout=300, env=ns_environment())  # fmt: skip
+    for field in dataclasses.fields(LineSearchConfig):
+        assert f"--pipeline.model.line-search.{field.name.replace('_', '-')}" in out.stdout
+
+
 def test_valid_scene_passes(scene):
     for mode in ("val", "test", "inference"):
         check_blender_dataset(scene, mode)
