@@ -251,7 +251,7 @@ class Pool:
         if out.exists() and not self.overwrite:
             raise UsageError(f"{out} already exists; choose another --out or pass --overwrite")
         _check_sign_rays(self.sign_rays)
-        check_writable_folder(out.parent, "--out")
+        check_writable_folder(out.parent, "--out's folder")
         write_pool(
             self.mesh,
             out,
