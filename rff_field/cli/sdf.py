@@ -54,6 +54,8 @@ class Fit:
     """Rays per point voting on inside/outside (odd); raise it if signs look noisy."""
     overwrite: bool = False
     """Write into a non-empty --out, replacing files of the same names."""
+    progress: bool = True
+    """Show a progress bar with the loss and the filter's rate."""
 
     def main(self) -> dict:
         """Run the command."""
@@ -76,7 +78,7 @@ class Fit:
             sampler = MeshSDF(mesh, self.train.coarse_scale, self.train.fine_scale, self.train.seed, self.sign_rays)
             gt = GroundTruth.from_mesh_sdf(sampler, name, self.output.eval_samples)
         out = prepare_out_dir(self.out, self.overwrite)
-        record = run_sdf(out, gt, sampler, self.network, self.train, self.output)
+        record = run_sdf(out, gt, sampler, self.network, self.train, self.output, progress=self.progress)
         cd = record["chamfer"]
         print(
             f"{name} {record['label']}: {record['iters']} steps, {record['seconds_per_iter']:.3g} s/step, "

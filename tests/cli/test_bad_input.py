@@ -215,7 +215,8 @@ def test_sdf_fit_divergence_stops_with_one_line(tmp_path, monkeypatch, capsys):
     code, err = run(sdf.entrypoint, ["fit", "--out", out, "--iters", "20", "--log-every", "5", "--lr", "1e30",
                                      "--hidden-features", "16", "--hidden-layers", "1", "--pe-frequencies", "4",
                                      "--points-per-step", "200", "--resolution", "16", "--eval-samples", "500",
-                                     "--no-render", "--no-save-model"], monkeypatch, capsys)  # fmt: skip
+                                     "--no-render", "--no-save-model", "--no-progress"],
+                    monkeypatch, capsys)  # fmt: skip
     assert code == 3
     line = err.strip().splitlines()[-1]
     assert line.startswith("rff-sdf: training diverged at step") and "--lr (now 1e+30)" in line
