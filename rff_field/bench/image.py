@@ -259,10 +259,23 @@ def build_jobs(config: BenchConfig) -> list[Job]:
     return jobs
 
 
-def check_images(jobs: list[Job], factor: int) -> None:
-    """Read every image of ``jobs`` once, so that a corrupt or too small one fails before any training."""
+def check_images(config: BenchConfig, jobs: list[Job]) -> None:
+    """Read every image of ``jobs`` once and build each job's network for it, so that a corrupt image, or one too
+    small for a job's embedding, fails before anything is written or trained."""
+    sizes = {}
     for path in dict.fromkeys(job.source for job in jobs):
-        downsample(load_image(path).pixels, factor)
+        height, width, channels = downsample(load_image(path).pixels, config.downsample).shape
+        sizes[path] = (height, width, channels)
+    for job in jobs:
+        height, width, channels = sizes[job.source]
+        try:
+            fit = job_config(config, job, channels, max(height, width))
+            build_network(fit.network, 2, channels, sidelength=max(height, width))
+        except UsageError as err:
+            raise UsageError(
+                f"{job.source.name} is {width}x{height} at --downsample {config.downsample}, and variant "
+                f"{job.variant.label!r} cannot fit it: {err}"
+            ) from None
 
 
 def job_config(config: BenchConfig, job: Job, channels: int, sidelength: int) -> FitConfig:
@@ -415,7 +428,7 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     if config.summarize_only:
         return summarize(config, jobs)
     todo = selected(jobs, config.jobs)
-    check_images(todo, config.downsample)
+    check_images(config, todo)
     _check_out(config)
     if config.engine != "sequential":
         run, key = partial(run_batch, config, notify=notify), partial(job_batch_key, config)
@@ -625,7 +638,7 @@ def _per_image_table(rows: list[dict]) -> list[str]:
                 "–"
                 if r is None
                 else f"{_fmt(r['best_psnr'])} / {_fmt(r['psnr'])} / {_fmt(r['ssim'], 3)} / "
-                f"{_fmt(r['seconds_per_iter'], 3)}"
+                f"{_fmt(r['seconds_per_iter'], 3)}" + (" (diverged)" if r.get("diverged") else "")
             )
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return out

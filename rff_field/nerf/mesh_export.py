@@ -108,6 +108,11 @@ def density_mesh(
         )
     lo, hi = float(density_grid.min()), float(density_grid.max())
     vertices, triangles = marching_cubes(density_grid, bbox_min, bbox_max, level=threshold)
+    if len(triangles) == 0 and not hi > lo:
+        raise EmptyMeshError(
+            f"the density is {lo:.3g} everywhere in the box: the field is empty there (undertrained, or the box "
+            "misses the scene); train longer, or give --bbox-min/--bbox-max around the object"
+        )
     if len(triangles) == 0:
         raise EmptyMeshError(
             f"the density never crosses --threshold {threshold:g} in the box (it spans {lo:.3g} to {hi:.3g}); "

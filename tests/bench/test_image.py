@@ -125,6 +125,14 @@ def test_job_grid(image_folder, tmp_path):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,match_params=mlp-pe,match_by=height",)))
 
 
+def test_an_image_too_small_for_a_variant_fails_before_anything_is_written(image_folder, tmp_path):
+    bench = tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe",), sweep_names=(), long_names=(),
+                       downsample=4)  # fmt: skip
+    with pytest.raises(UsageError, match=r"one.png is 5x4 at --downsample 4, and variant 'mlp-pe' cannot fit it"):
+        run_bench(bench)
+    assert not (tmp_path / "out").exists()
+
+
 def test_earlier_preset_names_and_their_finished_jobs_still_count(image_folder, tmp_path, capsys):
     assert parse_variant("filtered-pe-nols").label == "filtered-pe-fixed-lr"
     assert "preset filtered-pe-nols is now filtered-pe-fixed-lr" in capsys.readouterr().out

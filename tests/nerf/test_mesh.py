@@ -45,3 +45,6 @@ def test_sphere_mesh(backend, monkeypatch):
 def test_empty_level_set_is_reported():
     with pytest.raises(EmptyMeshError, match="never crosses --threshold 1000"):
         density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=16, threshold=1000.0)
+    empty = torch.zeros(8, 8, 8)
+    with pytest.raises(EmptyMeshError, match="the density is 0 everywhere in the box: the field is empty there"):
+        density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=8, threshold=10.0, density_grid=empty)
