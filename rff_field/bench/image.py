@@ -262,10 +262,10 @@ def build_jobs(config: BenchConfig) -> list[Job]:
 def check_images(config: BenchConfig, jobs: list[Job]) -> None:
     """Read every image of ``jobs`` once and build each job's network for it, so that a corrupt image, or one too
     small for a job's embedding, fails before anything is written or trained."""
-    sizes = {}
-    for path in dict.fromkeys(job.source for job in jobs):
-        height, width, channels = downsample(load_image(path).pixels, config.downsample).shape
-        sizes[path] = (height, width, channels)
+    sizes = {
+        path: downsample(load_image(path).pixels, config.downsample).shape
+        for path in dict.fromkeys(j.source for j in jobs)
+    }
     for job in jobs:
         height, width, channels = sizes[job.source]
         try:

@@ -351,11 +351,11 @@ class NerfEvalTiming:
         """Measure and write ``eval-timing.json``; returns the result."""
         from rff_field.nerf.evaluate import evenly_spaced, synchronize
         from rff_field.nerf.loading import load_rff_pipeline
+        from rff_field.nerf.lpips import lpips_or_nan
+        from rff_field.nerf.training import quiet_known_warnings
 
         check_fields(self, positive_int=("views", "rounds"))
         check_writable_folder(self.out, "--out")
-        from rff_field.nerf.lpips import lpips_or_nan
-        from rff_field.nerf.training import quiet_known_warnings
 
         finished = {p.parent.name: json.loads(p.read_text()) for p in (self.out / "runs").glob("*/metrics.json")}
         labels = list(self.labels) or sorted(finished)
@@ -420,13 +420,10 @@ class HashGridTiming:
         """Measure and write the table; returns the result."""
         from nerfstudio.field_components.encodings import HashEncoding
 
-        check_fields(self, positive_int=("points", "levels", "log2_hashmap_size", "rounds"))
-        check_writable_folder(self.dest, "--dest")
-
         from rff_field.nerf.hash_grid import TorchHashEncoding
 
-        if self.points < 1 or self.levels < 1 or self.rounds < 1:
-            raise UsageError("--points, --levels and --rounds must be at least 1")
+        check_fields(self, positive_int=("points", "levels", "log2_hashmap_size", "rounds"))
+        check_writable_folder(self.dest, "--dest")
         torch.manual_seed(0)
         args = dict(num_levels=self.levels, min_res=16, max_res=64,
                     log2_hashmap_size=self.log2_hashmap_size, implementation="torch")  # fmt: skip

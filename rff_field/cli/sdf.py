@@ -289,11 +289,8 @@ def _check_common(
         torch.device(train.device)
     except RuntimeError:
         raise UsageError(f"--device {train.device} is not a torch device; use cpu or cuda") from None
-    if train.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError("CUDA is not available here; use --device cpu")
+    if train.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError("CUDA is not available here; use --device cpu")
 
 
 Command = Union[
