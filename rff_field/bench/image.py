@@ -389,10 +389,15 @@ def job_batch_key(config: BenchConfig, job: Job) -> str:
     return batch_key(fit, pixels.shape) if fit.network.method in METHODS else f"job {job.index}"
 
 
+PARTIAL_FOLDER = "partial"
+"""Where a batch stopped by the time budget writes what it reached (its jobs stay pending)."""
+
+
 def run_batch(
     config: BenchConfig, jobs: list[Job], stop_at: Optional[float], notify: Optional[Callable[[str], None]] = None
 ) -> bool:
-    """Fit ``jobs`` together and write their folders; False (nothing written) when ``stop_at`` passed first."""
+    """Fit ``jobs`` together and write their folders; False when ``stop_at`` passed first: the jobs stay pending and
+    what the batch fitted by then is written under ``partial/`` (curves to that iteration, marked ``stopped``)."""
     if stop_at is not None and time.monotonic() > stop_at:
         return False
     fitted, loaded = [], []
@@ -405,16 +410,18 @@ def run_batch(
         run_job(config, jobs[0], notify)
         return True
     results = fit_images(fitted, progress=config.progress, notify=notify, stop_at=stop_at)
-    if results is None:
-        return False
+    stopped = any("stopped" in result.metrics for result in results)
     for job, image, result in zip(jobs, loaded, results):
         result.metrics.update(source=image.source, downsample=config.downsample, label=job.variant.label,
                               variant=job.variant.spec, group=job.group)  # fmt: skip
-        write_fit_outputs(result, config.out / job.folder, error_vmax=result.metrics["config"]["error_vmax"],
-                          overwrite=True)  # fmt: skip
+        folder = config.out / PARTIAL_FOLDER / job.folder if stopped else config.out / job.folder
+        write_fit_outputs(result, folder, error_vmax=result.metrics["config"]["error_vmax"], overwrite=True)
         if "diverged" in result.metrics:
             (notify or print)(f"{job.folder}: {result.metrics['diverged']}; its outputs are marked diverged")
-    return True
+    if stopped:
+        (notify or print)(f"{results[0].metrics['stopped']}: this batch's jobs stay pending; what they reached is in "
+                          f"{config.out / PARTIAL_FOLDER}")  # fmt: skip
+    return not stopped
 
 
 def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:

@@ -199,10 +199,12 @@ def run_batches(
     """:func:`run_jobs` for an engine that runs several jobs at once.
 
     The pending jobs are grouped by ``key`` (jobs with equal keys can share a batch), in order of first appearance,
-    into batches of at most ``max_size``. ``run_batch(batch, stop_at)`` runs one batch and writes each job's folder;
-    ``stop_at`` is the ``time.monotonic()`` value of the end of the budget (None without one), past which it stops
-    and returns False, leaving its jobs pending. No batch starts after the budget. With ``options.workers > 1``
-    the batches run in that many spawned processes (``run_batch`` must then be picklable).
+    into batches of at most ``max_size``; batches run in the order of their first subject (a stable sort, so every
+    key's batch of the first subjects runs before any batch of later ones). ``run_batch(batch, stop_at)`` runs one
+    batch and writes each job's folder; ``stop_at`` is the ``time.monotonic()`` value of the end of the budget (None
+    without one), past which it stops and returns False, leaving its jobs pending. No batch starts after the
+    budget. With ``options.workers > 1`` the batches run in that many spawned processes (``run_batch`` must then be
+    picklable).
     """
     report = RunReport()
     pending: dict[Hashable, list[Job]] = {}
@@ -212,6 +214,9 @@ def run_batches(
         else:
             pending.setdefault(key(job), []).append(job)
     batches = [group[i : i + max_size] for group in pending.values() for i in range(0, len(group), max_size)]
+    # batches of the first subjects first (every key of them), so that a run stopped by its budget compares variants
+    rank = {subject: i for i, subject in enumerate(dict.fromkeys(job.subject for job in jobs))}
+    batches.sort(key=lambda batch: min(rank[job.subject] for job in batch))
     total = total if total is not None else len(jobs)
     start = time.monotonic()
     stop_at = start + options.budget_s if options.budget_s is not None else None

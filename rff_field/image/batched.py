@@ -116,7 +116,7 @@ def fit_images(
     notify: Optional[Callable[[str], None]] = None,
     stop_at: Optional[float] = None,
     vectorize: Optional[bool] = None,
-) -> Optional[list[FitResult]]:
+) -> list[FitResult]:
     """Fit the jobs' networks together; returns one result per job, as :func:`fit_image` would.
 
     Args:
@@ -124,7 +124,8 @@ def fit_images(
         progress: Show a progress bar with the models' mean PSNR.
         notify: Receives one-line notices; default: print them.
         stop_at: A ``time.monotonic()`` value; past it, training stops at the next progress check (every
-            ``log_every`` iterations of the first job) and None is returned.
+            ``log_every`` iterations of the first job) and the results cover the iterations done, marked
+            ``stopped`` in their metrics.
         vectorize: One vmapped forward pass over the stacked models (True) or K passes in one step (False); default:
             vectorized on CUDA only. Both give the same results to rounding.
 
@@ -206,6 +207,7 @@ def fit_images(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
+    iters_done = first.iters
     with precision_scope(first.precision), bar if bar is not None else contextlib.nullcontext():
         for it in range(first.iters):
             order = None
@@ -238,27 +240,31 @@ def fit_images(
                         diverged[k] = diverged[k] or err
                 if bar is not None:
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(mse_history[it]).mean()))
-                if stop_at is not None and time.monotonic() > stop_at:
-                    return None
+                if stop_at is not None and time.monotonic() > stop_at and it + 1 < first.iters:
+                    iters_done = it + 1
+                    break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     results = []
     for k, (model, job) in enumerate(zip(models, jobs)):
         forward = PixelPredictor(model, coords, job.config.cache_embedding)
-        done = guards[k].step if diverged[k] is not None else first.iters
+        done = guards[k].step if diverged[k] is not None else iters_done
         result = finish_fit(model, forward, job.pixels, replace(job.config, iters=done), job.name,
-                            mse_history[:done, k], seconds / first.iters / count, inr_lr,
+                            mse_history[:done, k], seconds / iters_done / count, inr_lr,
                             filter_lrs[:done] if filter_groups and search is None else None,
                             records[:done, k] if search is not None else None, notify)  # fmt: skip
         result.metrics.update(
             engine="batched",
             batch_models=count,
             batch_vectorized=vectorize,
-            batch_seconds_per_iter=seconds / first.iters,
+            batch_seconds_per_iter=seconds / iters_done,
         )
         if diverged[k] is not None:
             result.metrics.update(diverged=str(diverged[k]), iters_requested=job.config.iters)
+        elif iters_done < first.iters:
+            result.metrics.update(stopped=f"time budget reached after {iters_done} of {first.iters} iterations",
+                                  iters_requested=job.config.iters)  # fmt: skip
         results.append(result)
     return results
 

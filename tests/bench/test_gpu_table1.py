@@ -47,6 +47,18 @@ def test_dry_run_batched_resumable_and_within_budget(tmp_path):
     assert again.returncode == 0 and "together" not in again.stdout
     assert (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns == stamp
 
-    stopped = run_script(tmp_path, tmp_path / "late", 0.001)  # the budget is spent before the first batch
+    stopped = run_script(tmp_path, tmp_path / "late", 0.001)  # spent before the second batch starts
     assert stopped.returncode == 0 and "budget" in stopped.stdout
-    assert not list((tmp_path / "late").glob("table/runs/*/*/metrics.json"))
+    assert len(list((tmp_path / "late").glob("table/runs/*/*/metrics.json"))) <= 2  # the first batch at most
+
+
+def test_a_batch_stopped_by_the_budget_keeps_what_it_reached_apart(tmp_path):
+    (tmp_path / "images").mkdir()
+    iio.imwrite(tmp_path / "images" / "a.png", np.random.default_rng(0).integers(0, 256, (16, 24, 3), dtype=np.uint8))
+    out = tmp_path / "out"
+    # the budget passes during the first batch; it stops at its next check (every 500 iterations), far from the end
+    stopped = run_script(tmp_path, out, 0.5, ITERS="100000", VARIANTS="mlp-pe")
+    assert stopped.returncode == 0 and "budget" in stopped.stdout, stopped.stdout + stopped.stderr
+    metrics = json.loads((out / "table" / "partial" / "runs" / "a" / "mlp-pe" / "metrics.json").read_text())
+    assert metrics["iters_requested"] == 100000 and metrics["iters"] % 500 == 0 and "stopped" in metrics
+    assert not (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").exists()  # still pending

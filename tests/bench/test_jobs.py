@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rff_field.bench.jobs import Job, JobOptions, is_finished, run_jobs, selected, write_result
+from rff_field.bench.jobs import Job, JobOptions, is_finished, run_batches, run_jobs, selected, write_result
 from rff_field.bench.variants import parse_variant
 from rff_field.core.errors import UsageError
 
@@ -66,3 +66,15 @@ def test_workers_run_jobs_in_processes_and_a_failure_spares_the_others(tmp_path)
     assert [(j.subject, "breaks" in message) for j, message in report.failed] == [("s2", True)]
     assert json.loads((tmp_path / "runs/s3/metrics.json").read_text()) == {"subject": "s3"}
     assert not is_finished(tmp_path, jobs[2])
+
+
+def test_batches_of_the_first_subjects_run_first_for_every_key(tmp_path):
+    # subjects s0..s4 under two variants (variant-major, as the image benchmark lists them); s1 and s3 have another
+    # size, so a variant's jobs fall under two keys
+    jobs = [Job(i, Path(f"runs/s{i % 5}/v{i // 5}"), parse_variant("mlp-pe"), f"s{i % 5}") for i in range(10)]
+    ran = []
+    report = run_batches(jobs, tmp_path, lambda batch, stop_at: ran.append([j.subject for j in batch]) or True,
+                         key=lambda job: (job.index // 5, job.subject in ("s1", "s3")), max_size=2,
+                         options=JobOptions())  # fmt: skip
+    assert ran == [["s0", "s2"], ["s0", "s2"], ["s1", "s3"], ["s1", "s3"], ["s4"], ["s4"]]
+    assert len(report.finished) == 10

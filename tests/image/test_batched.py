@@ -112,9 +112,13 @@ def test_jobs_that_cannot_share_a_batch_are_refused():
         fit_images([ImageJob(image(0), config("sape"), "a")])
 
 
-def test_a_stop_time_ends_the_fit_without_results():
-    jobs = [ImageJob(image(k), config("mlp-pe", iters=50, log_every=1), f"img{k}") for k in range(2)]
-    assert fit_images(jobs, stop_at=0.0) is None
+def test_a_stop_time_ends_the_fit_with_the_iterations_done():
+    jobs = [ImageJob(image(k), config("mlp-pe", iters=50, log_every=5), f"img{k}") for k in range(2)]
+    results = fit_images(jobs, stop_at=0.0)  # past at the first progress check
+    for result in results:
+        assert len(result.metrics["psnr_history"]) == result.metrics["iters"] == 5
+        assert result.metrics["iters_requested"] == 50 and "after 5 of 50" in result.metrics["stopped"]
+    assert all("stopped" not in result.metrics for result in fit_images(jobs, stop_at=float("inf")))
 
 
 def test_bf16_batched_fit_stays_finite():
