@@ -12,7 +12,9 @@
 #   MODELS     most jobs fitted together (default 2: a batch must finish within one call)
 #   PRECISION  fp32 (default), tf32 or bf16
 #   DEVICE     auto (default), cuda or cpu
-#   TIMING=1   first measure seconds per iteration side by side (OUT/timing)
+#   GRAPH=1    replay each fit's step as a CUDA graph (with MODELS=1: the batched fitter has none)
+#   GRAPH_CHECK=N  first fit N iterations with and without the graph and compare (OUT/timing/graph_check.md)
+#   TIMING=1   first measure seconds per iteration side by side (OUT/timing); TIMING_BATCHED=1: batched too
 #   PYTHON     the interpreter (default python3)
 set -euo pipefail
 OUT=${1:?usage: scripts/gpu_table1.sh OUT [BUDGET_S]}
@@ -23,4 +25,6 @@ PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m rff_fi
     --out "$OUT" --budget-s "$BUDGET_S" --images "${IMAGES:-../shared/data/kodak}" \
     --variants ${VARIANTS:-mlp-pe filtered-pe} --names ${NAMES:-} ${ITERS:+--iters "$ITERS"} \
     --batch-models "${MODELS:-2}" --precision "${PRECISION:-fp32}" --device "${DEVICE:-auto}" \
-    ${TIMING:+--timing} ${TIMING_BLOCK:+--timing-block "$TIMING_BLOCK"} ${TIMING_ROUNDS:+--timing-rounds "$TIMING_ROUNDS"}
+    ${GRAPH:+--cuda-graph} ${GRAPH_CHECK:+--graph-check "$GRAPH_CHECK"} ${TIMING:+--timing} \
+    ${TIMING_BATCHED:+--timing-batched} ${TIMING_BLOCK:+--timing-block "$TIMING_BLOCK"} \
+    ${TIMING_ROUNDS:+--timing-rounds "$TIMING_ROUNDS"}

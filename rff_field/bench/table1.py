@@ -12,16 +12,20 @@ scikit-image, matplotlib, jaxtyping and rich: no tyro, no nerfstudio. ``scripts/
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from rff_field.bench.image import BenchConfig, list_images, run_bench
+from rff_field.bench.image import BenchConfig, build_jobs, job_config, list_images, run_bench
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.timing import BatchTiming, ImageTiming
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
+from rff_field.image.data import downsample, load_image
+from rff_field.image.fit import fit_image
 
 TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "gauss", "wire", "filtered-pe-fixed-lr")
 """The rows of the paper's Table 1 (and the line-search ablation), in the order the script runs them."""
@@ -43,8 +47,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--iters", type=int, default=None, help="iterations (default: the protocol's)")
     parser.add_argument("--batch-models", type=int, default=2, help="most jobs fitted together")
     parser.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
+    parser.add_argument("--cuda-graph", action="store_true", help="replay a fit's step as a CUDA graph (batches of 1)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--timing", action="store_true", help="first measure s/iteration side by side")
+    parser.add_argument("--timing-batched", action="store_true", help="with --timing: batched against one by one too")
+    parser.add_argument("--graph-check", type=int, default=0, metavar="ITERS",
+                        help="first fit ITERS iterations with and without the CUDA graph and compare")  # fmt: skip
     parser.add_argument("--timing-block", type=int, default=20, help="iterations per variant and round")
     parser.add_argument("--timing-rounds", type=int, default=3, help="counted timing rounds")
     return parser.parse_args(argv)
@@ -57,7 +65,7 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
     config.images, config.out = args.images, args.out / "table"
     config.names, config.variants = tuple(args.names), tuple(args.variants)
     config.fit.iters = args.iters or config.fit.iters
-    config.fit.device, config.fit.precision = args.device, args.precision
+    config.fit.device, config.fit.precision, config.fit.cuda_graph = args.device, args.precision, args.cuda_graph
     config.engine, config.batch_models = "batched", args.batch_models
     config.jobs.budget_s = args.budget_s
     config.progress = False
@@ -69,14 +77,53 @@ def measure(config: BenchConfig, args: argparse.Namespace) -> None:
     another against batched."""
     images = list_images(config.images, config.names)
     network = config.fit.network.hidden_features
-    variants = ("mlp-pe", "filtered-pe", "filtered-pe-fixed-lr", "filt-tf32:filtered-pe,precision=tf32",
-                "filt-bf16:filtered-pe,precision=bf16", "mlp-tf32:mlp-pe,precision=tf32")  # fmt: skip
+    variants = ("mlp-pe", "filtered-pe", "filtered-pe-fixed-lr", "mlp-graph:mlp-pe,cuda_graph=true",
+                "filt-graph:filtered-pe,cuda_graph=true",
+                "fixed-graph:filtered-pe,line_search.enabled=false,cuda_graph=true",
+                "mlp-graph-tf32:mlp-pe,cuda_graph=true,precision=tf32",
+                "filt-graph-tf32:filtered-pe,cuda_graph=true,precision=tf32")  # fmt: skip
     ImageTiming(image=images[0], dest=args.out / "timing", variants=variants, downsample=config.downsample,
                 hidden_features=network, block=args.timing_block, rounds=args.timing_rounds,
                 device=args.device).main()  # fmt: skip
+    if not args.timing_batched:
+        return
     BatchTiming(images=config.images, dest=args.out / "timing", names=tuple(p.stem for p in images[:4]),
                 variants=("mlp-pe", "filtered-pe"), downsample=config.downsample, hidden_features=network,
                 block=args.timing_block, rounds=args.timing_rounds, device=args.device).main()  # fmt: skip
+
+
+def graph_check(config: BenchConfig, iters: int, dest: Path) -> dict:
+    """Fit the first image with ``mlp-pe`` and ``filtered-pe`` for ``iters`` iterations with and without the CUDA
+    graph (same seeds) and write how far apart the two fits end (``graph_check.json`` / ``.md``): the graph
+    changes only the order of launches and makes the rates tensors, so the curves agree to rounding."""
+    first = list_images(config.images, config.names)[0].stem
+    check = replace(config, variants=("mlp-pe", "filtered-pe"), names=(first,))
+    check.fit = replace(config.fit, iters=iters, log_every=iters, cuda_graph=False)
+    rows = []
+    for job in build_jobs(check):
+        pixels = downsample(load_image(job.source).pixels, check.downsample)
+        fit = job_config(check, job, pixels.shape[-1], max(pixels.shape[:2]))
+        eager, graphed = (fit_image(pixels, replace(fit, cuda_graph=graph), job.subject, progress=False).metrics
+                          for graph in (False, True))  # fmt: skip
+        gap = max(abs(a - b) for a, b in zip(eager["psnr_history"], graphed["psnr_history"]))
+        rates = [(a, b) for a, b in zip(eager["filter_lr_history"] or [], graphed["filter_lr_history"] or [])]
+        rate_gap = max((abs(a - b) / max(abs(a), 1e-30) for a, b in rates), default=None)
+        rows.append({"variant": job.variant.label, "image": job.subject, "iters": iters, "psnr_eager": eager["psnr"],
+                     "psnr_graph": graphed["psnr"], "max_psnr_gap": gap, "max_rate_rel_gap": rate_gap,
+                     "seconds_per_iter_eager": eager["seconds_per_iter"],
+                     "seconds_per_iter_graph": graphed["seconds_per_iter"], "machine": eager["machine"]})  # fmt: skip
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "graph_check.json").write_text(json.dumps(rows, indent=1) + "\n")
+    lines = ["| variant | image | iterations | PSNR eager | PSNR graph | max PSNR gap (dB) | max rate gap (rel.) "
+             "| s/it eager | s/it graph |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        rate_gap = "-" if r["max_rate_rel_gap"] is None else f"{r['max_rate_rel_gap']:.1e}"
+        lines.append(f"| {r['variant']} | {r['image']} | {r['iters']} | {r['psnr_eager']:.3f} | {r['psnr_graph']:.3f} "
+                     f"| {r['max_psnr_gap']:.4f} | {rate_gap} | {r['seconds_per_iter_eager']:.4f} "
+                     f"| {r['seconds_per_iter_graph']:.4f} |")  # fmt: skip
+    (dest / "graph_check.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
+    return {"rows": rows}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -84,8 +131,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.monotonic()
     try:
         config = bench_config(args)
+        if args.graph_check:
+            graph_check(config, args.graph_check, args.out / "timing")
         if args.timing:
             measure(config, args)
+        if args.timing or args.graph_check:
             if config.jobs.budget_s is not None:
                 config.jobs.budget_s -= time.monotonic() - start
                 if config.jobs.budget_s <= 0:

@@ -29,10 +29,11 @@ def precision_scope(precision: Precision) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def autocast(precision: Precision, device: torch.device) -> contextlib.AbstractContextManager:
-    """The context of a forward pass: bfloat16 autocast for ``bf16``, nothing otherwise."""
+def autocast(precision: Precision, device: torch.device, cache: bool = True) -> contextlib.AbstractContextManager:
+    """The context of a forward pass: bfloat16 autocast for ``bf16``, nothing otherwise. ``cache=False`` for a pass
+    captured in a CUDA graph (autocast's cache of cast weights must not outlive the capture)."""
     if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache)
     return contextlib.nullcontext()
 
 

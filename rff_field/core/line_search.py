@@ -430,6 +430,12 @@ class FilterLineSearch:
         return self._records[: self._steps]
 
     @property
+    def last_record(self) -> Float[Tensor, " 4"]:
+        """The row of :data:`RECORD_FIELDS` that the last step wrote, a view on the device. Under a CUDA graph,
+        every replay rewrites the row of the captured step."""
+        return self._records[self._steps - 1]
+
+    @property
     def history(self) -> list[float]:
         """The rate set at every step so far (copied from the device when read)."""
         self._copy_to_host()

@@ -54,6 +54,7 @@ from rff_field.image.fit import (
     PixelPredictor,
     divergence_hints,
     finish_fit,
+    fit_image,
     optimizer_groups,
 )
 from rff_field.image.metrics import psnr_from_mse
@@ -142,6 +143,13 @@ def fit_images(
         raise UsageError("these jobs cannot share a batch: their images' sizes or their settings differ (batch_key)")
     if first.network.method not in METHODS:
         raise UsageError(f"{first.network.method} cannot be batched (its state changes during training)")
+    if len(jobs) == 1:  # a batch of one is a fit (which can also replay its step as a CUDA graph)
+        result = fit_image(jobs[0].pixels, first, jobs[0].name, progress=progress, notify=notify, stop_at=stop_at)
+        result.metrics.update(engine="batched", batch_models=1, batch_vectorized=False,
+                              batch_seconds_per_iter=result.metrics["seconds_per_iter"])  # fmt: skip
+        return [result]
+    if first.cuda_graph:
+        notify("the batched fitter runs without --cuda-graph (a batch of one job uses it)")
     device = resolve_device(first.device)
     height, width, channels = jobs[0].pixels.shape
     num_pixels, count = height * width, len(jobs)

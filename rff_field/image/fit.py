@@ -24,6 +24,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from rff_field.common.cuda_graph import GraphedStep
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
@@ -32,6 +33,7 @@ from rff_field.common.progress import psnr_progress
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
+from rff_field.core.line_search import tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
 from rff_field.image.metrics import image_metrics, psnr_from_mse
@@ -88,6 +90,10 @@ class FitConfig:
     precision: Precision = "fp32"
     """Arithmetic: ``fp32``; ``tf32``: TensorFloat-32 matrix products on a GPU (no effect on a CPU); ``bf16``: the
     forward pass under bfloat16 autocast (parameters, optimizer and loss stay float32)."""
+    cuda_graph: bool = False
+    """On a GPU: capture the training step in a CUDA graph after three eager steps and replay it (the same steps,
+    launched at once instead of one operation at a time; the learning rates become tensors). Needs mini-batches of
+    one size; SAPE runs without it. On a CPU the same step runs eagerly."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work (before any data is loaded)."""
@@ -162,17 +168,13 @@ def optimizer_groups(
     return groups, lambdas, inr_lr
 
 
-def steps_per_iteration(num_pixels: int, batch_size: int) -> int:
-    """Optimizer steps in one pass over the image."""
-    return -(-num_pixels // batch_size)
-
-
 def fit_image(
     pixels: Float[Tensor, "H W C"],
     config: FitConfig,
     name: str = "image",
     progress: bool = True,
     notify: Optional[Callable[[str], None]] = None,
+    stop_at: Optional[float] = None,
 ) -> FitResult:
     """Fit ``config.network`` to an image of values in [0, 1].
 
@@ -185,6 +187,8 @@ def fit_image(
         name: Name of the image, recorded in the metrics.
         progress: Show a rich progress bar with the current PSNR.
         notify: Called with one-line notices (e.g. LPIPS unavailable); default: print them.
+        stop_at: A ``time.monotonic()`` value; past it, training stops at the next progress check (every
+            ``log_every`` iterations) and the result covers the iterations done, marked ``stopped``.
     """
     notify = notify or (lambda message: print(f"note: {message}"))
     config.check()
@@ -214,61 +218,96 @@ def fit_image(
     diverged: Optional[TrainingDiverged] = None
     full_batch = num_pixels <= config.batch_size
     generator = torch.Generator(device=device).manual_seed(config.seed)
-    forward_context = autocast(config.precision, device)
+
+    graphed = config.cuda_graph  # off CUDA the same step runs eagerly, from the same buffers
+    if graphed and (progressive is not None or not (full_batch or num_pixels % config.batch_size == 0)):
+        notify(f"--cuda-graph needs mini-batches of one size ({num_pixels} pixels in batches of {config.batch_size}) "
+               "and no SAPE; this fit runs without it")  # fmt: skip
+        graphed = False
+    if graphed:  # a captured step reads its rates from tensors that the scheduler fills in place
+        for group in optimizer.param_groups:
+            if not isinstance(group["lr"], Tensor):
+                tensor_learning_rate(optimizer, group)
+    forward_context = autocast(config.precision, device, cache=not graphed)
+    search_records = (
+        torch.zeros(config.iters, 4, dtype=torch.float64, device=device) if line_search is not None else None
+    )
+    filter_slot = optimizer.param_groups.index(filter_group) if filter_group is not None else None
+    last: dict[str, Tensor] = {}
+
+    def train_step(index: Optional[Tensor]) -> Tensor:
+        with forward_context:
+            prediction = forward(index)
+        batch_target = target if index is None else target[index]
+        loss = torch.mean((at_least_float32(prediction) - batch_target) ** 2)
+        step_loss["loss"] = loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if progressive is not None:
+            last["error"] = (at_least_float32(prediction.detach()) - batch_target).square().mean(-1)
+        return loss.detach()
+
+    batch_index = torch.zeros(min(config.batch_size, num_pixels), dtype=torch.long, device=device)
+    graph_step = GraphedStep(
+        lambda: train_step(None if full_batch else batch_index), enabled=graphed and device.type == "cuda"
+    )
 
     bar, task = psnr_progress(progress, config.iters, f"{name} {config.network.method}")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
+    iters_run = config.iters
     with precision_scope(config.precision), bar if bar is not None else contextlib.nullcontext():
         for it in range(config.iters):
             order = None if full_batch else torch.randperm(num_pixels, device=device, generator=generator)
             sse = torch.zeros((), device=device, dtype=torch.float64)
             for begin in range(0, num_pixels, config.batch_size):
                 index = None if order is None else order[begin : begin + config.batch_size]
-                with forward_context:
-                    prediction = forward(index)
-                batch_target = target if index is None else target[index]
-                loss = torch.mean((at_least_float32(prediction) - batch_target) ** 2)
-                step_loss["loss"] = loss
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                if graphed and index is not None:
+                    batch_index.copy_(index)
+                loss = graph_step() if graphed else train_step(index)
                 if full_batch:
-                    sse = loss.detach()
+                    sse = loss
                 else:
-                    sse += loss.detach() * index.numel()
+                    sse += loss * index.numel()
                 if progressive is not None:
-                    error = (at_least_float32(prediction.detach()) - batch_target).square().mean(-1)
-                    progressive.observe_error(error, coords if index is None else coords[index])
+                    progressive.observe_error(last["error"], coords if index is None else coords[index])
             mse_history[it] = sse if full_batch else sse / num_pixels
+            if search_records is not None:
+                search_records[it] = line_search.last_record  # the last step of the iteration
             scheduler.step()
             if progressive is not None:
                 progressive.end_iteration(it)
-            if filter_group is not None and line_search is None:
-                filter_lrs.append(filter_group["lr"])
+            if filter_slot is not None and line_search is None:  # the number LambdaLR sets, read from no tensor
+                filter_lrs.append(optimizer.param_groups[filter_slot]["initial_lr"] * lambdas[filter_slot](it + 1))
             if (it + 1) % config.log_every == 0 or it + 1 == config.iters:
                 try:
                     guard.check(it + 1, mse_history[guard.checked_step : it + 1])
                 except TrainingDiverged as err:  # the model is back at its last finite state, of iteration guard.step
-                    diverged = err
+                    diverged, iters_run = err, it + 1
                     break
                 if bar is not None:
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
+                if stop_at is not None and time.monotonic() > stop_at and it + 1 < config.iters:
+                    iters_run = it + 1
+                    break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    seconds_per_iter = (time.perf_counter() - start) / config.iters
+    seconds_per_iter = (time.perf_counter() - start) / iters_run
     search = None
-    done = guard.step if diverged is not None else config.iters
+    done = guard.step if diverged is not None else iters_run
     if line_search is not None:
         line_search.remove()
-        steps = steps_per_iteration(num_pixels, config.batch_size)
-        search = line_search.records[steps - 1 :: steps][:done]  # the last step of every iteration
+        search = search_records[:done]
     result = finish_fit(model, forward, pixels, replace(config, iters=done), name, mse_history[:done],
                         seconds_per_iter, inr_lr, filter_lrs[:done] if filter_group is not None else None, search,
                         notify)  # fmt: skip
     if diverged is not None:
         result.metrics["diverged"] = str(diverged)
+        result.metrics["iters_requested"] = config.iters
+    elif iters_run < config.iters:
+        result.metrics["stopped"] = f"time budget reached after {iters_run} of {config.iters} iterations"
         result.metrics["iters_requested"] = config.iters
     return result
 

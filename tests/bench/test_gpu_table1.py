@@ -31,7 +31,7 @@ def test_dry_run_batched_resumable_and_within_budget(tmp_path):
     for name, shape in (("a", (16, 24, 3)), ("b", (16, 24, 3)), ("c", (24, 16, 3))):  # c: another size
         iio.imwrite(tmp_path / "images" / f"{name}.png", rng.integers(0, 256, shape, dtype=np.uint8))
     out = tmp_path / "out"
-    done = run_script(tmp_path, out, 600, TIMING="1", TIMING_BLOCK="2", TIMING_ROUNDS="1")
+    done = run_script(tmp_path, out, 600, TIMING="1", TIMING_BATCHED="1", TIMING_BLOCK="2", TIMING_ROUNDS="1")
     assert done.returncode == 0, done.stdout + done.stderr
     for image in "abc":
         for label in ("mlp-pe", "filtered-pe"):
@@ -62,3 +62,16 @@ def test_a_batch_stopped_by_the_budget_keeps_what_it_reached_apart(tmp_path):
     metrics = json.loads((out / "table" / "partial" / "runs" / "a" / "mlp-pe" / "metrics.json").read_text())
     assert metrics["iters_requested"] == 100000 and metrics["iters"] % 500 == 0 and "stopped" in metrics
     assert not (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").exists()  # still pending
+
+
+def test_graph_check_and_batches_of_one_with_the_graph(tmp_path):
+    (tmp_path / "images").mkdir()
+    iio.imwrite(tmp_path / "images" / "a.png", np.random.default_rng(0).integers(0, 256, (16, 24, 3), dtype=np.uint8))
+    out = tmp_path / "out"
+    done = run_script(tmp_path, out, 600, GRAPH="1", MODELS="1", GRAPH_CHECK="4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((out / "timing" / "graph_check.json").read_text())
+    assert [row["variant"] for row in rows] == ["mlp-pe", "filtered-pe"]
+    assert all(row["max_psnr_gap"] == 0 for row in rows)  # on a CPU the graph's step runs eagerly: the same fit
+    metrics = json.loads((out / "table" / "runs" / "a" / "filtered-pe" / "metrics.json").read_text())
+    assert metrics["config"]["cuda_graph"] is True and metrics["batch_models"] == 1

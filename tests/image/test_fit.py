@@ -249,3 +249,33 @@ def test_tf32_restores_the_switches_and_bad_precision_is_refused():
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
     with pytest.raises(UsageError, match="precision"):
         fit_image(smooth_image(8), small("mlp-pe", iters=2, precision="fp16"), progress=False)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [dict(method="filtered-pe"), dict(method="filtered-pe", line_search=OFF, filter_schedule=True),
+     dict(method="mlp-rff"), dict(method="filtered-rff", batch_size=256)],
+    ids=["line-search", "scheduled-filter", "plain", "mini-batches"],
+)  # fmt: skip
+def test_cuda_graph_step_is_the_eager_step(case):
+    # On a CPU the step that a GPU captures runs eagerly: tensor learning rates, a static batch index, the rates
+    # and records read from the same places. It must give exactly the eager fit.
+    method = case.pop("method")
+    eager = fit_image(smooth_image(), small(method, iters=12, **case), progress=False).metrics
+    graphed = fit_image(smooth_image(), small(method, iters=12, cuda_graph=True, **case), progress=False).metrics
+    for key in ("psnr_history", "filter_lr_history", "line_search_history", "psnr"):
+        assert graphed[key] == eager[key], key
+
+
+def test_cuda_graph_needs_batches_of_one_size():
+    notes = []
+    fit_image(smooth_image(), small("mlp-pe", iters=2, batch_size=300, cuda_graph=True), progress=False,
+              notify=notes.append)  # fmt: skip
+    assert any("--cuda-graph needs mini-batches of one size" in note for note in notes)
+
+
+def test_a_stop_time_ends_the_fit_with_the_iterations_done():
+    result = fit_image(smooth_image(), small("filtered-pe", iters=50, log_every=5), progress=False, stop_at=0.0)
+    metrics = result.metrics
+    assert len(metrics["psnr_history"]) == len(metrics["filter_lr_history"]) == metrics["iters"] == 5
+    assert metrics["iters_requested"] == 50 and "after 5 of 50" in metrics["stopped"]
