@@ -45,7 +45,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--variants", nargs="+", default=list(TABLE_VARIANTS[:2]), help="rows to run")
     parser.add_argument("--names", nargs="*", default=[], help="image names (default: every image)")
     parser.add_argument("--iters", type=int, default=None, help="iterations (default: the protocol's)")
-    parser.add_argument("--batch-models", type=int, default=2, help="most jobs fitted together")
+    parser.add_argument("--batch-models", type=int, default=1, help="most jobs fitted together")
     parser.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
     parser.add_argument("--cuda-graph", action="store_true", help="replay a fit's step as a CUDA graph (batches of 1)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")

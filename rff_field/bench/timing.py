@@ -258,8 +258,8 @@ class BatchTiming:
         lines = [f"# {count} fits one after another and batched ({width}x{height}, width {self.hidden_features})", "",
                  f"Machine: {machine}. Each round fits the {count} images ({', '.join(self.names)}) for {self.block} "
                  f"iterations with `fit_image`, one after another, then together with the batched fitter, its "
-                 "forward passes one model after another in each step (per-model, the CPU's default) and as one "
-                 f"vmapped pass (the GPU's default); median of {self.rounds} rounds (after one warm-up round). "
+                 "forward passes one model after another in each step (per-model, the default) and as one "
+                 f"vmapped pass (`vectorize`); median of {self.rounds} rounds (after one warm-up round). "
                  f"Model-it/s: model iterations per second; ratio: batched / sequential throughput.", "",
                  "| variant | sequential model-it/s | per-model model-it/s | vmapped model-it/s | per-model ratio | "
                  "vmapped ratio |", "|---|---:|---:|---:|---:|---:|"]  # fmt: skip

@@ -29,6 +29,7 @@ class GraphedStep:
         self.warmup = warmup
         self.calls = 0
         self.graph: Optional[torch.cuda.CUDAGraph] = None
+        self.side: Optional[torch.cuda.Stream] = None
         self.output: Optional[Tensor] = None
 
     def __call__(self) -> Tensor:
@@ -36,11 +37,11 @@ class GraphedStep:
             return self.step()
         if self.graph is None and self.calls < self.warmup:
             self.calls += 1
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+            self.side = self.side or torch.cuda.Stream()
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
                 output = self.step()
-            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.current_stream().wait_stream(self.side)
             return output
         if self.graph is None:
             self.graph = torch.cuda.CUDAGraph()

@@ -10,6 +10,7 @@ and before any optimizer of the step has changed a parameter or its state.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Callable, Iterable, Literal, Optional, Sequence, Union
 
 import torch
@@ -463,9 +464,11 @@ class FilterLineSearch:
         loss = self.loss_fn()
         if loss is None:
             raise RuntimeError("FilterLineSearch: loss_fn returned None; it must return this step's training loss")
-        # A new training step starts when the loss object changes or an optimizer steps a second time.
-        if loss is not self._step_loss or id(optimizer) in self._stepped:
-            self._step_loss = loss
+        # A new training step starts when the loss object changes or an optimizer steps a second time. A tensor
+        # loss is held weakly: a strong reference would keep the step's autograd graph alive into the next one.
+        previous = self._step_loss() if isinstance(self._step_loss, weakref.ref) else self._step_loss
+        if loss is not previous or id(optimizer) in self._stepped:
+            self._step_loss = weakref.ref(loss) if isinstance(loss, Tensor) else loss
             self._stepped = set()
             self._set_rate(loss)
         self._stepped.add(id(optimizer))

@@ -8,12 +8,12 @@ tensors), as may the image.
 
 Design:
 
-* Each model stays an ordinary module built exactly as ``fit_image`` builds it (its own seed). On a GPU
-  (``vectorize``), every step the K copies of each parameter are stacked (``torch.stack``, differentiable) and the
-  forward pass runs once over the stack with ``torch.func.functional_call`` under ``torch.func.vmap`` (batched
-  matrix products). On the CPU the K forward passes run one after another inside the one step: a core is already
-  busy with one model's products, and batched ones only add memory traffic. Either way the loss is the sum of the
-  K models' mean squared errors, so each model's gradient is that of its own loss.
+* Each model stays an ordinary module built exactly as ``fit_image`` builds it (its own seed). By default the K
+  forward passes run one after another inside the one step; with ``vectorize`` the K copies of each parameter are
+  stacked every step (``torch.stack``, differentiable) and the forward pass runs once over the stack with
+  ``torch.func.functional_call`` under ``torch.func.vmap`` (batched matrix products). The stacking costs more
+  than it saves on a CPU core and on an H200 alike (``benchmarks/gpu/README.md``). Either way the loss is the sum
+  of the K models' mean squared errors, so each model's gradient is that of its own loss.
 * One Adam holds every model's own parameter groups (``inr`` and ``filter`` per model). Adam is elementwise, so
   over the K models' parameters it does exactly what K separate Adams do, and per-model groups give each model
   its own filter rate: the K filter groups read their ``lr`` from one device vector of rates (each group holds a
@@ -116,7 +116,7 @@ def fit_images(
     progress: bool = False,
     notify: Optional[Callable[[str], None]] = None,
     stop_at: Optional[float] = None,
-    vectorize: Optional[bool] = None,
+    vectorize: bool = False,
 ) -> list[FitResult]:
     """Fit the jobs' networks together; returns one result per job, as :func:`fit_image` would.
 
@@ -127,8 +127,8 @@ def fit_images(
         stop_at: A ``time.monotonic()`` value; past it, training stops at the next progress check (every
             ``log_every`` iterations of the first job) and the results cover the iterations done, marked
             ``stopped`` in their metrics.
-        vectorize: One vmapped forward pass over the stacked models (True) or K passes in one step (False); default:
-            vectorized on CUDA only. Both give the same results to rounding.
+        vectorize: One vmapped forward pass over the stacked models (True) or K passes in one step (False, the
+            default). Both give the same results to rounding.
 
     Raises:
         UsageError: For no jobs, jobs that cannot share a batch, or a method that cannot be batched (SAPE).
@@ -169,7 +169,7 @@ def fit_images(
     else:
         inputs, shared = coords, True
     predictors = [_Predictor(model, cached) for model in models]
-    vectorize = device.type == "cuda" if vectorize is None else vectorize
+    vectorize = bool(vectorize)
     if vectorize:  # what the vmapped pass stacks
         per_model = [dict(predictor.named_parameters()) for predictor in predictors]
         buffers = {name: torch.stack([dict(p.named_buffers())[name] for p in predictors])

@@ -244,6 +244,7 @@ def fit_image(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        del step_loss["loss"]  # the step's autograd graph goes with it (a CUDA graph's capture needs that)
         if progressive is not None:
             last["error"] = (at_least_float32(prediction.detach()) - batch_target).square().mean(-1)
         return loss.detach()

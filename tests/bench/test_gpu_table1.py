@@ -31,7 +31,8 @@ def test_dry_run_batched_resumable_and_within_budget(tmp_path):
     for name, shape in (("a", (16, 24, 3)), ("b", (16, 24, 3)), ("c", (24, 16, 3))):  # c: another size
         iio.imwrite(tmp_path / "images" / f"{name}.png", rng.integers(0, 256, shape, dtype=np.uint8))
     out = tmp_path / "out"
-    done = run_script(tmp_path, out, 600, TIMING="1", TIMING_BATCHED="1", TIMING_BLOCK="2", TIMING_ROUNDS="1")
+    done = run_script(tmp_path, out, 600, MODELS="2", GRAPH="", TIMING="1", TIMING_BATCHED="1", TIMING_BLOCK="2",
+                      TIMING_ROUNDS="1")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     for image in "abc":
         for label in ("mlp-pe", "filtered-pe"):
@@ -43,11 +44,11 @@ def test_dry_run_batched_resumable_and_within_budget(tmp_path):
     assert (out / "timing" / "timing.md").is_file() and (out / "timing" / "batched.md").is_file()
 
     stamp = (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns
-    again = run_script(tmp_path, out, 600)  # everything finished: nothing is fitted again
+    again = run_script(tmp_path, out, 600, MODELS="2", GRAPH="")  # everything finished: nothing is fitted again
     assert again.returncode == 0 and "together" not in again.stdout
     assert (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").stat().st_mtime_ns == stamp
 
-    stopped = run_script(tmp_path, tmp_path / "late", 0.001)  # spent before the second batch starts
+    stopped = run_script(tmp_path, tmp_path / "late", 0.001, MODELS="2")  # spent before the second batch starts
     assert stopped.returncode == 0 and "budget" in stopped.stdout
     assert len(list((tmp_path / "late").glob("table/runs/*/*/metrics.json"))) <= 2  # the first batch at most
 
@@ -68,7 +69,7 @@ def test_graph_check_and_batches_of_one_with_the_graph(tmp_path):
     (tmp_path / "images").mkdir()
     iio.imwrite(tmp_path / "images" / "a.png", np.random.default_rng(0).integers(0, 256, (16, 24, 3), dtype=np.uint8))
     out = tmp_path / "out"
-    done = run_script(tmp_path, out, 600, GRAPH="1", MODELS="1", GRAPH_CHECK="4")
+    done = run_script(tmp_path, out, 600, GRAPH_CHECK="4")  # the defaults: batches of one, the graph
     assert done.returncode == 0, done.stdout + done.stderr
     rows = json.loads((out / "timing" / "graph_check.json").read_text())
     assert [row["variant"] for row in rows] == ["mlp-pe", "filtered-pe"]

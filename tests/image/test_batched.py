@@ -124,3 +124,10 @@ def test_a_stop_time_ends_the_fit_with_the_iterations_done():
 def test_bf16_batched_fit_stays_finite():
     results = fit_images([ImageJob(image(k), config("filtered-pe", precision="bf16"), f"img{k}") for k in range(2)])
     assert all(math.isfinite(p) for r in results for p in r.metrics["psnr_history"])
+
+
+def test_a_batch_of_one_is_a_plain_fit():
+    job = ImageJob(image(0), config("filtered-pe"), "img0")
+    together = fit_images([job])[0].metrics
+    alone = fit_image(job.pixels, job.config, name=job.name, progress=False).metrics
+    assert together["psnr_history"] == alone["psnr_history"] and together["batch_models"] == 1
