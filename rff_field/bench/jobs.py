@@ -222,6 +222,8 @@ def run_batches(
     stop_at = start + options.budget_s if options.budget_s is not None else None
 
     def describe(batch: list[Job]) -> str:
+        if len(batch) == 1:
+            return f"job {batch[0].index}/{total}: {batch[0].folder}"
         return f"jobs {', '.join(str(job.index) for job in batch)}/{total} together: {batch[0].folder.parent.name} ..."
 
     def finished(batch: list[Job], done: bool) -> None:
