@@ -44,6 +44,7 @@ GRID = (  # factor, folder, tag, setting (what changes from the x4 base)
 )
 LONG = (  # folder, tag, setting
     ("x4-8000", "wire22-w128", "x4, 3x128, WIRE PE 22 ch., 8000 iterations"),
+    ("x2-8000", "wire26-w128", "x2, 3x128, WIRE PE 26 ch., 8000 iterations"),
     ("x4-20000", "wire22-w64", "x4, 3x64, WIRE PE 22 ch., 20000 iterations"),
 )
 VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of question 3)
