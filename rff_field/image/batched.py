@@ -55,6 +55,7 @@ from rff_field.image.fit import (
     divergence_hints,
     finish_fit,
     fit_image,
+    mark_unfinished,
     optimizer_groups,
 )
 from rff_field.image.metrics import psnr_from_mse
@@ -268,11 +269,7 @@ def fit_images(
             batch_vectorized=vectorize,
             batch_seconds_per_iter=seconds / iters_done,
         )
-        if diverged[k] is not None:
-            result.metrics.update(diverged=str(diverged[k]), iters_requested=job.config.iters)
-        elif iters_done < first.iters:
-            result.metrics.update(stopped=f"time budget reached after {iters_done} of {first.iters} iterations",
-                                  iters_requested=job.config.iters)  # fmt: skip
+        mark_unfinished(result.metrics, diverged[k], iters_done, job.config.iters)
         results.append(result)
     return results
 

@@ -304,13 +304,17 @@ def fit_image(
     result = finish_fit(model, forward, pixels, replace(config, iters=done), name, mse_history[:done],
                         seconds_per_iter, inr_lr, filter_lrs[:done] if filter_group is not None else None, search,
                         notify)  # fmt: skip
-    if diverged is not None:
-        result.metrics["diverged"] = str(diverged)
-        result.metrics["iters_requested"] = config.iters
-    elif iters_run < config.iters:
-        result.metrics["stopped"] = f"time budget reached after {iters_run} of {config.iters} iterations"
-        result.metrics["iters_requested"] = config.iters
+    mark_unfinished(result.metrics, diverged, iters_run, config.iters)
     return result
+
+
+def mark_unfinished(metrics: dict, diverged: Optional[TrainingDiverged], iters_run: int, iters: int) -> None:
+    """Record in ``metrics`` why a fit ended before its ``iters`` iterations: divergence, or the time budget after
+    ``iters_run`` (nothing for a finished fit)."""
+    if diverged is not None:
+        metrics.update(diverged=str(diverged), iters_requested=iters)
+    elif iters_run < iters:
+        metrics.update(stopped=f"time budget reached after {iters_run} of {iters} iterations", iters_requested=iters)
 
 
 def divergence_hints(config: FitConfig, inr_lr: float) -> list[str]:
