@@ -13,6 +13,7 @@
 #   PRECISION  fp32 (default), tf32 or bf16
 #   DEVICE     auto (default), cuda or cpu
 #   GRAPH      1 (default): replay each fit's step as a CUDA graph (batches of one only); empty: eager
+#   FUSED=1    compile the line search's arithmetic into fused kernels (--line-search.fused)
 #   GRAPH_CHECK=N  first fit N iterations with and without the graph and compare (OUT/timing/graph_check.md)
 #   TIMING=1   first measure seconds per iteration side by side (OUT/timing); TIMING_BATCHED=1: batched too
 #   PYTHON     the interpreter (default python3)
@@ -26,6 +27,6 @@ PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m rff_fi
     --out "$OUT" --budget-s "$BUDGET_S" --images "${IMAGES:-../shared/data/kodak}" \
     --variants ${VARIANTS:-mlp-pe filtered-pe} --names ${NAMES:-} ${ITERS:+--iters "$ITERS"} \
     --batch-models "${MODELS:-1}" --precision "${PRECISION:-fp32}" --device "${DEVICE:-auto}" \
-    ${GRAPH:+--cuda-graph} ${GRAPH_CHECK:+--graph-check "$GRAPH_CHECK"} ${TIMING:+--timing} \
+    ${GRAPH:+--cuda-graph} ${FUSED:+--fused-line-search} ${GRAPH_CHECK:+--graph-check "$GRAPH_CHECK"} ${TIMING:+--timing} \
     ${TIMING_BATCHED:+--timing-batched} ${TIMING_BLOCK:+--timing-block "$TIMING_BLOCK"} \
     ${TIMING_ROUNDS:+--timing-rounds "$TIMING_ROUNDS"}

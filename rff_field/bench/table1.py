@@ -49,6 +49,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--batch-models", type=int, default=1, help="most jobs fitted together")
     parser.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
     parser.add_argument("--cuda-graph", action="store_true", help="replay a fit's step as a CUDA graph (batches of 1)")
+    parser.add_argument("--fused-line-search", action="store_true",
+                        help="compile the line search's arithmetic into fused kernels (line_search.fused)")  # fmt: skip
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--timing", action="store_true", help="first measure s/iteration side by side")
     parser.add_argument("--timing-batched", action="store_true", help="with --timing: batched against one by one too")
@@ -67,6 +69,7 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
     config.names, config.variants = tuple(args.names), tuple(args.variants)
     config.fit.iters = args.iters or config.fit.iters
     config.fit.device, config.fit.precision, config.fit.cuda_graph = args.device, args.precision, args.cuda_graph
+    config.fit.line_search.fused = args.fused_line_search
     config.engine, config.batch_models = "batched", args.batch_models
     config.jobs.budget_s = args.budget_s
     config.progress = False
@@ -82,7 +85,10 @@ def measure(config: BenchConfig, args: argparse.Namespace) -> None:
                 "filt-graph:filtered-pe,cuda_graph=true",
                 "fixed-graph:filtered-pe,line_search.enabled=false,cuda_graph=true",
                 "mlp-graph-tf32:mlp-pe,cuda_graph=true,precision=tf32",
-                "filt-graph-tf32:filtered-pe,cuda_graph=true,precision=tf32")  # fmt: skip
+                "filt-graph-tf32:filtered-pe,cuda_graph=true,precision=tf32",
+                "filt-fused:filtered-pe,line_search.fused=true",
+                "filt-graph-fused:filtered-pe,cuda_graph=true,line_search.fused=true",
+                "filt-graph-fused-tf32:filtered-pe,cuda_graph=true,line_search.fused=true,precision=tf32")  # fmt: skip
     ImageTiming(image=images[0], dest=args.out / "timing", variants=variants, downsample=config.downsample,
                 hidden_features=network, block=args.timing_block, rounds=args.timing_rounds,
                 device=args.device).main()  # fmt: skip
@@ -94,9 +100,10 @@ def measure(config: BenchConfig, args: argparse.Namespace) -> None:
 
 
 def graph_check(config: BenchConfig, iters: int, dest: Path) -> dict:
-    """Fit the first image with ``mlp-pe`` and ``filtered-pe`` for ``iters`` iterations with and without the CUDA
-    graph (same seeds) and write how far apart the two fits end (``graph_check.json`` / ``.md``): the graph
-    changes only the order of launches and makes the rates tensors, so the curves agree to rounding."""
+    """Fit the first image with ``mlp-pe`` and ``filtered-pe`` for ``iters`` iterations with the CUDA graph (and
+    the fused line search when the config asks for it) and with eager, unfused steps (same seeds), and write how
+    far apart the two fits end (``graph_check.json`` / ``.md``): both change only the order of floating-point
+    operations, so the curves agree to rounding."""
     first = list_images(config.images, config.names)[0].stem
     check = replace(config, variants=("mlp-pe", "filtered-pe"), names=(first,))
     check.fit = replace(config.fit, iters=iters, log_every=iters, cuda_graph=False)
@@ -104,8 +111,9 @@ def graph_check(config: BenchConfig, iters: int, dest: Path) -> dict:
     for job in build_jobs(check):
         pixels = downsample(load_image(job.source).pixels, check.downsample)
         fit = job_config(check, job, pixels.shape[-1], max(pixels.shape[:2]))
-        eager, graphed = (fit_image(pixels, replace(fit, cuda_graph=graph), job.subject, progress=False).metrics
-                          for graph in (False, True))  # fmt: skip
+        plain = replace(fit, cuda_graph=False, line_search=replace(fit.line_search, fused=False))
+        eager, graphed = (fit_image(pixels, setting, job.subject, progress=False).metrics
+                          for setting in (plain, replace(fit, cuda_graph=True)))  # fmt: skip
         gap = max(abs(a - b) for a, b in zip(eager["psnr_history"], graphed["psnr_history"]))
         rates = [(a, b) for a, b in zip(eager["filter_lr_history"] or [], graphed["filter_lr_history"] or [])]
         rate_gap = max((abs(a - b) / max(abs(a), 1e-30) for a, b in rates), default=None)

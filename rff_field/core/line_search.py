@@ -9,9 +9,11 @@ and before any optimizer of the step has changed a parameter or its state.
 
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 import weakref
-from typing import Callable, Iterable, Literal, Optional, Sequence, Union
+from typing import Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
 
 import torch
 from jaxtyping import Float
@@ -141,10 +143,11 @@ def balanced_step_size(
     return min(max(lr_inr * d_inr / d_filter, lr_min), lr_max)
 
 
-def _float64(*values: Number) -> list[Tensor]:
-    """``values`` as float64 tensors on the device of the first tensor among them; numbers are filled in on that
-    device (``torch.full``: no host-to-device copy)."""
-    device = next((v.device for v in values if isinstance(v, Tensor)), torch.device("cpu"))
+def _float64(*values: Number, device: Optional[torch.device] = None) -> list[Tensor]:
+    """``values`` as float64 tensors on ``device`` (default: that of the first tensor among them); numbers are
+    filled in on that device (``torch.full``: no host-to-device copy)."""
+    if device is None:
+        device = next((v.device for v in values if isinstance(v, Tensor)), torch.device("cpu"))
     return [
         v.to(device=device, dtype=torch.float64)
         if isinstance(v, Tensor)
@@ -208,49 +211,74 @@ def _at_least_float32(tensor: Tensor) -> Tensor:
     return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
 
 
-def _adam_products(
-    group: dict, decoupled: bool, params: list[Tensor], grads: list[Tensor], states: list[dict], step
-) -> list[Tensor]:
-    """``g * d`` for every parameter, with ``d`` Adam's (or AdamW's) update per unit learning rate given ``g``.
+class AdamSettings(NamedTuple):
+    """The settings of a parameter group that Adam's update direction depends on."""
+
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    decoupled: bool
+    maximize: bool
+    amsgrad: bool
+
+
+class SlopeBatch(NamedTuple):
+    """Parameters whose slopes one set of ``torch._foreach_*`` calls computes: same settings, same step, same
+    gradient scale. Only tensors, numbers and the group's slot in the caller's list: what a compiled function
+    takes as input."""
+
+    slots: tuple[int, ...]
+    grads: list[Tensor]
+    params: list[Tensor]
+    exp_avgs: Optional[list[Tensor]]
+    exp_avg_sqs: Optional[list[Tensor]]
+    max_exp_avg_sqs: Optional[list[Tensor]]
+    step: Union[float, list[Tensor]]
+    """The step after this one's update: a number shared by every parameter, or a list of their step tensors
+    (capturable or fused Adam keeps them on the device, where reading them would synchronise)."""
+    settings: Optional[AdamSettings]
+    """None: the direction is ``-grad``."""
+    unscale: Optional[Tensor]
+
+
+def _adam_products(batch: SlopeBatch) -> list[Tensor]:
+    """``g * d`` for every parameter of ``batch``, with ``d`` Adam's (or AdamW's) update per unit learning rate.
 
     The moments are advanced by ``g`` on copies (the optimizer's state is not touched), with the operations of
     ``torch.optim.Adam``'s reference formula, one ``torch._foreach_*`` call per operation for all the parameters.
-    ``step`` is the step after this one's update: a number shared by every parameter, or a list of their step
-    tensors (capturable or fused Adam keeps them on the device, where reading them would synchronise).
     """
-    beta1, beta2 = group["betas"]
-    maximize = group.get("maximize", False)
-    weight_decay = group.get("weight_decay", 0.0)
-    g = torch._foreach_neg(grads) if maximize else grads
-    if weight_decay and not decoupled:
-        g = torch._foreach_add(g, torch._foreach_mul(params, weight_decay))
-    if "exp_avg" in states[0]:
-        m = torch._foreach_mul([_at_least_float32(s["exp_avg"]) for s in states], beta1)
+    settings, grads, params = batch.settings, batch.grads, batch.params
+    beta1, beta2 = settings.betas
+    g = torch._foreach_neg(grads) if settings.maximize else grads
+    if settings.weight_decay and not settings.decoupled:
+        g = torch._foreach_add(g, torch._foreach_mul(params, settings.weight_decay))
+    if batch.exp_avgs is not None:
+        m = torch._foreach_mul(batch.exp_avgs, beta1)
         torch._foreach_add_(m, torch._foreach_mul(g, 1 - beta1))
-        v = torch._foreach_mul([_at_least_float32(s["exp_avg_sq"]) for s in states], beta2)
+        v = torch._foreach_mul(batch.exp_avg_sqs, beta2)
         torch._foreach_add_(v, torch._foreach_mul(torch._foreach_mul(g, 1 - beta2), g))
-        if group.get("amsgrad", False) and "max_exp_avg_sq" in states[0]:
-            torch._foreach_maximum_(v, [_at_least_float32(s["max_exp_avg_sq"]) for s in states])
+        if batch.max_exp_avg_sqs is not None:
+            torch._foreach_maximum_(v, batch.max_exp_avg_sqs)
     else:
         m = torch._foreach_mul(g, 1 - beta1)
         v = torch._foreach_mul(torch._foreach_mul(g, 1 - beta2), g)
-    if isinstance(step, float):
-        torch._foreach_div_(m, 1 - beta1**step)
-        torch._foreach_div_(v, 1 - beta2**step)
+    if isinstance(batch.step, float):
+        torch._foreach_div_(m, 1 - beta1**batch.step)
+        torch._foreach_div_(v, 1 - beta2**batch.step)
     else:
-        steps = [t.to(torch.float64) + 1 for t in step]  # in float32, 1 - 0.999**t loses digits at small t
+        steps = [t.to(torch.float64) + 1 for t in batch.step]  # in float32, 1 - 0.999**t loses digits at small t
         for beta, moments in ((beta1, m), (beta2, v)):
             correction = torch._foreach_pow(beta, steps)
             torch._foreach_neg_(correction)
             torch._foreach_add_(correction, 1)
             torch._foreach_div_(moments, correction)
     torch._foreach_sqrt_(v)
-    torch._foreach_add_(v, group["eps"])
+    torch._foreach_add_(v, settings.eps)
     direction = torch._foreach_div(m, v)
     torch._foreach_neg_(direction)
-    if weight_decay and decoupled:
-        direction = torch._foreach_sub(direction, torch._foreach_mul(params, weight_decay))
-    if maximize:
+    if settings.weight_decay and settings.decoupled:
+        direction = torch._foreach_sub(direction, torch._foreach_mul(params, settings.weight_decay))
+    if settings.maximize:
         torch._foreach_neg_(direction)
     return torch._foreach_mul(grads, direction)
 
@@ -259,6 +287,92 @@ def cpu_step_count(step: Union[Tensor, float]) -> float:
     """Adam's step count, which it keeps on the CPU unless ``capturable`` or ``fused``: reading it costs no
     synchronisation with a GPU (Adam reads it itself every step)."""
     return float(step)
+
+
+def slope_batches(
+    groups: Sequence[tuple[Optimizer, dict]],
+    direction: Direction = "adam",
+    inverse_scale: Callable[[Optimizer], Optional[Tensor]] = lambda optimizer: None,
+    only: Optional[set[int]] = None,
+    step_tensors: bool = False,
+) -> list[SlopeBatch]:
+    """The parameters of ``groups`` that have a gradient, batched by optimizer settings, step and gradient scale.
+
+    Args:
+        groups: (optimizer, parameter group) pairs.
+        direction: ``adam`` or ``gradient`` (see :func:`group_slopes`).
+        inverse_scale: The factor that unscales an optimizer's gradients, None when they are not scaled.
+        only: Ids of the parameters to include (default: every parameter with a gradient).
+        step_tensors: Give Adam's step counts as the state's tensors even where they are on the CPU, so that the
+            batches do not change from step to step (a compiled function then compiles once).
+    """
+    batches: dict[tuple, tuple[Optional[AdamSettings], Optional[Tensor], list]] = {}
+    for slot, (optimizer, group) in enumerate(groups):
+        settings = None
+        if direction == "adam":
+            decoupled = isinstance(optimizer, torch.optim.AdamW) or bool(group.get("decoupled_weight_decay"))
+            settings = AdamSettings(
+                tuple(float(beta) for beta in group["betas"]),
+                float(group["eps"]),
+                float(group.get("weight_decay", 0.0)),
+                decoupled,
+                bool(group.get("maximize", False)),
+                bool(group.get("amsgrad", False)),
+            )
+        unscale = inverse_scale(optimizer)
+        on_device = step_tensors or bool(group.get("capturable") or group.get("fused"))
+        for p in group["params"]:
+            if p.grad is None or (only is not None and id(p) not in only):
+                continue
+            state = optimizer.state.get(p, {}) if direction == "adam" else {}
+            step = state.get("step")
+            if step is None:
+                step_key: object = 1.0
+            elif on_device and isinstance(step, Tensor):
+                step_key = "tensor"
+            else:
+                step_key = cpu_step_count(step) + 1
+            moments = ("exp_avg" in state, settings is not None and settings.amsgrad and "max_exp_avg_sq" in state)
+            key = (settings, step_key, moments, id(unscale))
+            batches.setdefault(key, (settings, unscale, []))[2].append((slot, p, state))
+    result = []
+    for (_, step_key, (has_moments, has_max), _), (settings, unscale, entries) in batches.items():
+        states = [state for _, _, state in entries]
+        state_list = functools.partial(_state_list, states)
+        result.append(
+            SlopeBatch(
+                slots=tuple(slot for slot, _, _ in entries),
+                grads=[_at_least_float32(p.grad) for _, p, _ in entries],
+                params=[_at_least_float32(p.detach()) for _, p, _ in entries],
+                exp_avgs=state_list("exp_avg") if has_moments else None,
+                exp_avg_sqs=state_list("exp_avg_sq") if has_moments else None,
+                max_exp_avg_sqs=state_list("max_exp_avg_sq") if has_max else None,
+                step=[state["step"] for state in states] if step_key == "tensor" else step_key,
+                settings=settings,
+                unscale=unscale,
+            )
+        )
+    return result
+
+
+def _state_list(states: list[dict], name: str) -> list[Tensor]:
+    return [_at_least_float32(state[name]) for state in states]
+
+
+def batch_slopes(batches: Sequence[SlopeBatch], num_groups: int, device: torch.device) -> Float[Tensor, " G"]:
+    """``g . p`` for each of ``num_groups`` groups from their :func:`slope_batches`, float64 on ``device``; tensor
+    arithmetic only, one float64 sum per parameter."""
+    per_group: list[list[Tensor]] = [[] for _ in range(num_groups)]
+    for batch in batches:
+        grads = batch.grads if batch.unscale is None else torch._foreach_mul(batch.grads, batch.unscale)
+        if batch.settings is None:
+            products = torch._foreach_neg(torch._foreach_mul(grads, grads))
+        else:
+            products = _adam_products(batch._replace(grads=grads))
+        for slot, product in zip(batch.slots, products):
+            per_group[slot].append(product.sum(dtype=torch.float64))
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    return torch.stack([torch.stack(sums).sum() if sums else zero for sums in per_group])
 
 
 @torch.no_grad()
@@ -284,43 +398,41 @@ def group_slopes(
         only: Ids of the parameters to include (default: every parameter with a gradient).
         device: Where the result goes when no parameter has a gradient.
     """
-    batches: dict[tuple, list] = {}
-    for slot, (optimizer, group) in enumerate(groups):
-        decoupled = isinstance(optimizer, torch.optim.AdamW) or bool(group.get("decoupled_weight_decay"))
-        settings = (decoupled, *(repr(group.get(k)) for k in ("betas", "eps", "weight_decay", "maximize", "amsgrad")))
-        unscale = inverse_scale(optimizer)
-        on_device = bool(group.get("capturable") or group.get("fused"))
-        for p in group["params"]:
-            if p.grad is None or (only is not None and id(p) not in only):
-                continue
-            state = optimizer.state.get(p, {}) if direction == "adam" else {}
-            step = state.get("step")
-            if step is None:
-                step_key: object = 1.0
-            elif on_device and isinstance(step, Tensor):
-                step_key = "device"
-            else:
-                step_key = cpu_step_count(step) + 1
-            key = (settings, step_key, "exp_avg" in state, id(unscale), unscale is None)
-            batch = batches.setdefault(key, [group, unscale, []])
-            batch[2].append((slot, p, state))
-    per_group: list[list[Tensor]] = [[] for _ in groups]
-    for (settings, step_key, _, _, _), (group, unscale, entries) in batches.items():
-        grads = [_at_least_float32(p.grad) for _, p, _ in entries]
-        if unscale is not None:
-            grads = torch._foreach_mul(grads, unscale)
-        if direction == "gradient":
-            products = torch._foreach_neg(torch._foreach_mul(grads, grads))
-        else:
-            params = [_at_least_float32(p.detach()) for _, p, _ in entries]
-            states = [state for _, _, state in entries]
-            step = [state["step"] for state in states] if step_key == "device" else step_key
-            products = _adam_products(group, settings[0], params, grads, states, step)
-        for (slot, _, _), product in zip(entries, products):
-            per_group[slot].append(product.sum(dtype=torch.float64))
-    device = next((sums[0].device for sums in per_group if sums), device)
-    zero = torch.zeros((), dtype=torch.float64, device=device)
-    return torch.stack([torch.stack(sums).sum() if sums else zero for sums in per_group])
+    batches = slope_batches(groups, direction, inverse_scale, only)
+    device = batches[0].grads[0].device if batches else (device or torch.device("cpu"))
+    return batch_slopes(batches, len(groups), device)
+
+
+def line_search_row(
+    loss: Tensor,
+    filter_batches: Sequence[SlopeBatch],
+    num_filter_groups: int,
+    inr_batches: Sequence[SlopeBatch],
+    inr_lrs: Sequence[Number],
+    rule: str,
+    lr_min: float,
+    lr_max: float,
+    eps: float,
+    c1: float,
+) -> Float[Tensor, " 4"]:
+    """One step's :data:`RECORD_FIELDS` from the batched parameters: tensor arithmetic only, the part of the line
+    search that ``FilterLineSearch(fused=True)`` compiles.
+
+    Args:
+        loss: This step's loss, float64 on the parameters' device.
+        filter_batches: :func:`slope_batches` of the filter's groups.
+        num_filter_groups: How many groups the filter's parameters fill.
+        inr_batches: :func:`slope_batches` of the INR's groups.
+        inr_lrs: The learning rate of each INR group.
+        rule, lr_min, lr_max, eps, c1: As in :class:`FilterLineSearch`.
+    """
+    d_filter = batch_slopes(filter_batches, num_filter_groups, loss.device).sum()
+    inr_slopes = batch_slopes(inr_batches, len(inr_lrs), loss.device)
+    lr_d_inr = torch.zeros((), dtype=torch.float64, device=loss.device)
+    for slope, lr in zip(inr_slopes.unbind(), inr_lrs):
+        lr_d_inr = lr_d_inr + slope * lr
+    rate = step_size_by_rule(rule, loss, d_filter, lr_d_inr, lr_min, lr_max, eps, c1)
+    return torch.stack([loss, d_filter, lr_d_inr, rate])
 
 
 RECORD_FIELDS = ("loss", "d_filter", "lr_d_inr", "lr")
@@ -358,6 +470,10 @@ class FilterLineSearch:
         eps: The rule's epsilon.
         c1: The Armijo constant.
         grad_scaler: The ``GradScaler`` scaling the gradients, if any.
+        fused: Compile the line search's arithmetic (:func:`line_search_row`) with ``torch.compile`` into a few
+            fused kernels, so that a GPU launches far fewer kernels per step. The first steps wait for the
+            compiler; where it cannot compile (no C++ compiler or Triton), a warning says so and the line search
+            runs unfused. The rates equal the unfused ones to rounding.
     """
 
     def __init__(
@@ -373,6 +489,7 @@ class FilterLineSearch:
         eps: float = 1e-6,
         c1: float = 1e-3,
         grad_scaler: Optional[torch.amp.GradScaler] = None,
+        fused: bool = False,
     ) -> None:
         if direction not in ("adam", "gradient"):
             raise UsageError(f"direction must be 'adam' or 'gradient', got {direction!r}")
@@ -385,6 +502,11 @@ class FilterLineSearch:
         self.rule: Rule = rule
         self.lr_min, self.lr_max, self.eps, self.c1 = lr_min, lr_max, eps, c1
         self.grad_scaler = grad_scaler
+        self.fused = fused
+        self._compiled_row: Optional[Callable[..., Tensor]] = (
+            torch.compile(line_search_row, fullgraph=True, dynamic=False) if fused else None
+        )
+        self._compiled_ran = False
 
         filter_ids = {id(p) for p in filter_params}
         inr_ids = {id(p) for p in inr_params} - filter_ids
@@ -449,6 +571,11 @@ class FilterLineSearch:
         return self._last
 
     @property
+    def compiled(self) -> bool:
+        """Whether the rule's arithmetic runs compiled (``fused`` and the compiler worked)."""
+        return self._compiled_ran
+
+    @property
     def lr(self) -> Optional[float]:
         """The rate set at the last step (None before the first)."""
         history = self.history
@@ -494,20 +621,41 @@ class FilterLineSearch:
                 torch.distributed.all_reduce(reduced)
                 loss_value = reduced / world
         loss_value = loss_value.to(self._device)
-        slopes = dict(direction=self.direction, inverse_scale=self._inverse_scale, device=self._device)
-        d_filter = group_slopes(self._filter_groups, **slopes).sum()
-        inr_slopes = group_slopes(self._inr_groups, only=self._inr_ids, **slopes)
-        lr_d_inr = torch.zeros((), dtype=torch.float64, device=self._device)
-        for slope, (_, group) in zip(inr_slopes.unbind(), self._inr_groups):
-            lr_d_inr = lr_d_inr + slope * group["lr"]
-        rate = step_size_by_rule(self.rule, loss_value, d_filter, lr_d_inr, self.lr_min, self.lr_max, self.eps, self.c1)
+        batching = dict(direction=self.direction, inverse_scale=self._inverse_scale, step_tensors=self.fused)
+        filter_batches = slope_batches(self._filter_groups, **batching)
+        inr_batches = slope_batches(self._inr_groups, only=self._inr_ids, **batching)
+        inr_lrs = [group["lr"] for _, group in self._inr_groups]
+        batches = (filter_batches, len(self._filter_groups), inr_batches)
+        settings = (self.rule, self.lr_min, self.lr_max, self.eps, self.c1)
+        # Adam's first step (no moments yet) runs unfused: compiling it would only compile a second graph.
+        steady = all(b.settings is None or not isinstance(b.step, float) for b in filter_batches + inr_batches)
+        with torch.no_grad():
+            if self._compiled_row is not None and steady:
+                inr_lrs = _float64(*inr_lrs, device=self._device)  # numbers would be compiled in as constants
+                row = self._compiled_row_or_fallback(loss_value, *batches, inr_lrs, *settings)
+            else:
+                row = line_search_row(loss_value, *batches, inr_lrs, *settings)
+        rate = row[3]
         for (_, group), group_rate in zip(self._filter_groups, self._rates):
             group_rate.copy_(rate)
             group["lr"] = group_rate
         if self._steps == len(self._records):
             self._records = torch.cat([self._records, torch.zeros_like(self._records)])
-        self._records[self._steps] = torch.stack([loss_value, d_filter, lr_d_inr, rate])
+        self._records[self._steps] = row
         self._steps += 1
+
+    def _compiled_row_or_fallback(self, *args) -> Tensor:
+        if self._compiled_ran:
+            return self._compiled_row(*args)
+        try:
+            row = self._compiled_row(*args)
+        except (torch._dynamo.exc.TorchDynamoException, torch._inductor.exc.InductorError, RuntimeError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            warnings.warn(f"the fused line search could not be compiled ({reason}); it runs unfused", stacklevel=2)
+            self._compiled_row = None
+            return line_search_row(*args)
+        self._compiled_ran = True
+        return row
 
 
 def rate_dtype(device: torch.device, fused: bool = False) -> torch.dtype:

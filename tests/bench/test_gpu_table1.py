@@ -76,3 +76,16 @@ def test_graph_check_and_batches_of_one_with_the_graph(tmp_path):
     assert all(row["max_psnr_gap"] == 0 for row in rows)  # on a CPU the graph's step runs eagerly: the same fit
     metrics = json.loads((out / "table" / "runs" / "a" / "filtered-pe" / "metrics.json").read_text())
     assert metrics["config"]["cuda_graph"] is True and metrics["batch_models"] == 1
+
+
+def test_the_fused_line_search_in_the_table_and_its_check(tmp_path):
+    (tmp_path / "images").mkdir()
+    iio.imwrite(tmp_path / "images" / "a.png", np.random.default_rng(1).integers(0, 256, (16, 24, 3), dtype=np.uint8))
+    out = tmp_path / "out"
+    done = run_script(tmp_path, out, 600, GRAPH_CHECK="4", FUSED="1", VARIANTS="filtered-pe")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {row["variant"]: row for row in json.loads((out / "timing" / "graph_check.json").read_text())}
+    # fused against unfused: the same rates to rounding (about 1e-8 relative), so the same curve to far below 0.01 dB
+    assert rows["filtered-pe"]["max_psnr_gap"] < 0.01 and rows["filtered-pe"]["max_rate_rel_gap"] < 1e-5
+    metrics = json.loads((out / "table" / "runs" / "a" / "filtered-pe" / "metrics.json").read_text())
+    assert metrics["config"]["line_search"]["fused"] is True

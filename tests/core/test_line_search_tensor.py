@@ -131,18 +131,26 @@ def make_optimizers(kind: str, inr, filt):
     return [torch.optim.SGD([{"params": inr, "lr": 0.05}, {"params": filt, "lr": 0.0}])]
 
 
-@pytest.mark.parametrize("kind", ["two-adams", "amsgrad-decay", "adamw", "fused", "sgd"])
-def test_rates_equal_the_reference_implementation(kind):
+KINDS = ["two-adams", "amsgrad-decay", "adamw", "fused", "sgd"]
+
+
+@pytest.mark.parametrize(
+    "kind,fused", [(kind, False) for kind in KINDS] + [("two-adams", True), ("amsgrad-decay", True), ("sgd", True)]
+)
+def test_rates_equal_the_reference_implementation(kind, fused):
     # The same float32 gradient and direction values are formed; only the order of the float64 sums differs, so
     # the slopes agree to about 1e-15 relative and rates inside the bounds to far better than 1e-6. The rule's
-    # inputs are compared too, also where the rate sits at a bound.
+    # inputs are compared too, also where the rate sits at a bound. Fused: the compiled kernels may also reorder
+    # the float32 products and the bias corrections, within the same tolerance.
     net, x, y = make_problem(5)
     filt, inr = split_filter_parameters(net)
     optimizers = make_optimizers(kind, inr, filt)
     direction = "gradient" if kind == "sgd" else "adam"
     step = {}
     lr_max = 0.5 if kind == "sgd" else 1.0  # as in test_line_search_hook: wide, yet SGD stays stable
-    hook = FilterLineSearch(filt, inr, optimizers, lambda: step["loss"], direction=direction, lr_max=lr_max)
+    hook = FilterLineSearch(
+        filt, inr, optimizers, lambda: step["loss"], direction=direction, lr_max=lr_max, fused=fused
+    )
     groups = [(o, g) for o in optimizers for g in o.param_groups]
     filter_groups = [(o, g) for o, g in groups if g["params"][0] is filt[0]]
     inr_groups = [(o, g) for o, g in groups if g["params"][0] is not filt[0]]
@@ -163,6 +171,35 @@ def test_rates_equal_the_reference_implementation(kind):
         assert ((0.0 < expected[:, 3]) & (expected[:, 3] < lr_max)).any()
     torch.testing.assert_close(hook.records, expected, rtol=1e-6, atol=0)
     assert hook.history == hook.records[:, 3].tolist()
+    assert hook.compiled == fused  # the compiled arithmetic ran, not the unfused fallback
+
+
+def test_a_fused_line_search_that_cannot_compile_warns_and_runs_unfused():
+    rates = []
+    for fused in (False, True):
+        net, x, y = make_problem(9)
+        filt, inr = split_filter_parameters(net)
+        opt = torch.optim.Adam([{"params": inr, "lr": 1e-2}, {"params": filt}])
+        step = {}
+        hook = FilterLineSearch(filt, inr, opt, lambda step=step: step["loss"], lr_max=1.0, fused=fused)
+        if fused:
+
+            def no_compiler(*args):
+                raise torch._inductor.exc.InductorError(RuntimeError("Failed to find C compiler"), "")
+
+            hook._compiled_row = no_compiler
+        for _ in range(4):
+            opt.zero_grad()
+            step["loss"] = ((net(x) - y) ** 2).mean()
+            step["loss"].backward()
+            if fused and hook.records.shape[0] == 1:
+                with pytest.warns(UserWarning, match="fused line search could not be compiled.*runs unfused"):
+                    opt.step()
+            else:
+                opt.step()
+        rates.append(hook.history)
+        assert not hook.compiled
+    assert rates[0] == rates[1]
 
 
 def test_rates_under_a_grad_scaler_equal_the_reference():

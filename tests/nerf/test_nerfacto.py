@@ -185,11 +185,13 @@ def test_filter_off_is_the_baseline_with_one_change():
     assert isinstance(on.field, FourierNerfactoField) and not hasattr(on.field, "log2_hashmap_size")
 
 
-def test_line_search_under_mixed_precision_and_a_grad_scaler(capture, tmp_path):
+@pytest.mark.parametrize("fused", [False, True])
+def test_line_search_under_mixed_precision_and_a_grad_scaler(capture, tmp_path, fused):
     """nerfstudio's train_iteration with autocast and an enabled GradScaler (a CPU one: nerfstudio's own disables
-    itself without CUDA): the rule sees the unscaled gradients."""
+    itself without CUDA): the rule sees the unscaled gradients, also with the line search compiled."""
     reset_nerfstudio_logging()
     config = tiny_config(capture, tmp_path / "runs", steps=4)
+    config.pipeline.model.line_search.fused = fused
     config.set_timestamp()
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.mixed_precision = True  # nerfstudio turns it off on the CPU; autocast runs in bfloat16 here
@@ -214,6 +216,7 @@ def test_line_search_under_mixed_precision_and_a_grad_scaler(capture, tmp_path):
     np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
     np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
     assert float(model.filter_lr) == pytest.approx(model.line_search.history[-1], rel=1e-6)
+    assert model.line_search.compiled == fused
 
 
 def test_full_size_method_trains_and_evaluates(capture, tmp_path):
