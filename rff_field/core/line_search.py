@@ -471,7 +471,7 @@ class FilterLineSearch:
         c1: The Armijo constant.
         grad_scaler: The ``GradScaler`` scaling the gradients, if any.
         fused: Compile the line search's arithmetic (:func:`line_search_row`) with ``torch.compile`` into a few
-            fused kernels, so that a GPU launches far fewer kernels per step. The first steps wait for the
+            fused kernels, so that a GPU launches fewer kernels per step. The first steps wait for the
             compiler; where it cannot compile (no C++ compiler or Triton), a warning says so and the line search
             runs unfused. The rates equal the unfused ones to rounding.
     """

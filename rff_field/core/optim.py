@@ -46,7 +46,7 @@ class LineSearchConfig:
     c1: float = 1e-3
     """Armijo sufficient-decrease constant."""
     fused: bool = False
-    """Compile the line search's arithmetic (torch.compile) into a few fused kernels: far fewer kernel launches
+    """Compile the line search's arithmetic (torch.compile) into a few fused kernels: fewer kernel launches
     per step on a GPU, the same rates to rounding; the first steps wait for the compiler (seconds)."""
 
     def check(self, prefix: str = "--line-search.") -> None:
