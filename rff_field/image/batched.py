@@ -151,6 +151,8 @@ def fit_images(
         return [result]
     if first.cuda_graph:
         notify("the batched fitter runs without --cuda-graph (a batch of one job uses it)")
+    if first.line_search.fused and first.line_search.enabled:
+        notify("the batched fitter runs its line search unfused (a batch of one job uses --line-search.fused)")
     device = resolve_device(first.device)
     height, width, channels = jobs[0].pixels.shape
     num_pixels, count = height * width, len(jobs)

@@ -131,3 +131,10 @@ def test_a_batch_of_one_is_a_plain_fit():
     together = fit_images([job])[0].metrics
     alone = fit_image(job.pixels, job.config, name=job.name, progress=False).metrics
     assert together["psnr_history"] == alone["psnr_history"] and together["batch_models"] == 1
+
+
+def test_options_a_batch_of_several_cannot_use_are_named():
+    fit = config("filtered-pe", cuda_graph=True, line_search=LineSearchConfig(fused=True))
+    notices: list[str] = []
+    fit_images([ImageJob(image(k), fit, f"img{k}") for k in range(2)], notify=notices.append)
+    assert any("without --cuda-graph" in n for n in notices) and any("unfused" in n for n in notices)
