@@ -274,3 +274,21 @@ def test_a_scheduler_on_the_filter_group_neither_breaks_the_history_nor_the_rate
     assert [r["lr"] for r in [hook.last]] == [hook.history[-1]]
     for a, b in zip(nets[0].parameters(), nets[1].parameters()):
         assert torch.equal(a, b)
+
+
+def test_the_fused_line_search_compiles_once_while_the_schedule_moves_the_rates():
+    # A rate passed as a number would be compiled in as a constant: a new graph every step, until dynamo gives up.
+    net, x, y = make_problem(10)
+    filt, inr = split_filter_parameters(net)
+    opt = torch.optim.Adam([{"params": inr, "lr": 1e-2}, {"params": filt}])
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, [lambda t: 0.9**t, lambda t: 1.0])
+    step = {}
+    hook = FilterLineSearch(filt, inr, opt, lambda: step["loss"], lr_max=1.0, fused=True)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for _ in range(12):
+        opt.zero_grad()
+        step["loss"] = ((net(x) - y) ** 2).mean()
+        step["loss"].backward()
+        opt.step()
+        scheduler.step()
+    assert hook.compiled and torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs <= 1
