@@ -47,6 +47,7 @@ LONG = (  # folder, tag, setting
     ("x2-8000", "wire26-w128", "x2, 3x128, WIRE PE 26 ch., 8000 iterations"),
     ("x4-20000", "wire22-w64", "x4, 3x64, WIRE PE 22 ch., 20000 iterations"),
 )
+LONG_FOLDERS = {folder for folder, _, _ in LONG}
 VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of question 3)
     ("x4-2000", "wire22-w128", "residual", "residual filter (1 + f_a(γ)) ⊙ γ"),
     ("x4-2000", "wire22-w128", "lsmax1e-2", "line search, lr_max 1e-2"),
@@ -56,6 +57,8 @@ VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of questio
     ("x4-2000", "wire22-w256", "residual", "residual filter (1 + f_a(γ)) ⊙ γ"),
     ("x4-2000", "wire22-w256", "lsmax1e-2", "line search, lr_max 1e-2"),
     ("x2-2000", "wire26-w128", "residual", "residual filter (1 + f_a(γ)) ⊙ γ"),
+    ("x4-8000", "wire22-w128", "residual", "residual filter, 8000 iterations"),
+    ("x4-8000", "wire22-w128", "lsmax1e-2", "line search, lr_max 1e-2, 8000 iterations"),
 )
 PHASES = (("first 10%", 0.0, 0.1), ("middle 80%", 0.1, 0.9), ("last 10%", 0.9, 1.0))
 DIFF_MARKS = (100, 200, 500, 1000, 2000, 4000, 8000, 20000)
@@ -78,9 +81,11 @@ class ScaleReport:
         self.dest.mkdir(parents=True, exist_ok=True)
         answers = self.dest / "scale_answers.md"
         (self.dest / "scale.md").write_text(markdown(summary, answers.read_text() if answers.exists() else None))
-        public = dict(summary, long=[{k: v for k, v in e.items() if k != "curves"} for e in summary["long"]])
+        public = {key: [{k: v for k, v in e.items() if k != "curves"} for e in summary[key]] if key in (
+            "long", "variants") else value for key, value in summary.items()}  # fmt: skip
         (self.dest / "scale.json").write_text(json.dumps(public, indent=1) + "\n")
         plot(summary, self.dest / "scale.png")
+        plot_long_variants(summary, self.dest / "scale_variants.png")
         print(f"{summary['runs_done']} runs -> {self.dest / 'scale.md'}, scale.json, scale.png")
 
 
@@ -199,10 +204,12 @@ def summarize(out: Path, images: list[str]) -> dict:
             if filtered is None:
                 continue
             plain, paper = get(folder, im, f"mlp-{base}"), get(folder, im, f"filt-{base}")
+            curves = {k: m["psnr_history"] for k, m in (("plain", plain), ("paper", paper), ("variant", filtered)) if m}
             variants.append({"folder": folder, "base": base, "setting": setting, "image": im,
                              "filtered": run_row(filtered),
                              "vs_plain": filtered["best_psnr"] - plain["best_psnr"] if plain else None,
-                             "vs_paper": filtered["best_psnr"] - paper["best_psnr"] if paper else None})  # fmt: skip
+                             "vs_paper": filtered["best_psnr"] - paper["best_psnr"] if paper else None,
+                             "diff_at": pair_summary(plain, filtered).get("diff_at"), "curves": curves})  # fmt: skip
     branches = []
     for (folder, image, label), metrics in sorted(runs.items()):
         counts = branch_counts(metrics)
@@ -240,7 +247,8 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
         "Δ = filtered − plain. Runs: `rff-bench image --protocol benchmarks/reproduction/protocols.toml:scale-*`; "
         "report: `rff-bench scale-report`.",
         "",
-        f"Machine: {'; '.join(summary['machines']) or 'n/a'}; one job at a time on one pinned core. Finished runs: "
+        f"Machine: {'; '.join(summary['machines']) or 'n/a'}; one torch thread per job on a core of its own (at "
+        "most two jobs side by side). Finished runs: "
         f"{summary['runs_done']}. Parameters: INR = the plain network; filter = 3·D² for D embedding channels; "
         "per value = per fitted pixel value (pixels x 3); ratio = filter / INR.",
     ]
@@ -271,13 +279,19 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
     lines += ["", "## 2. Δ of the best PSNR so far against iterations", "",
               "| setting | image | " + " | ".join(f"Δ at {t}" for t in marks) + " |",
               "|---|---|" + "---:|" * len(marks)]  # fmt: skip
-    for row in [*({"setting": e["setting"], "images": {e["image"]: e}} for e in summary["long"]), *summary["grid"]]:
+    variants_over_time = [
+        {"setting": f"{e['folder'].split('-')[0]} {e['base']}, {e['setting']}", "images": {e["image"]: e}}
+        for e in summary["variants"]
+        if e["folder"] in LONG_FOLDERS
+    ]
+    for row in [*({"setting": e["setting"], "images": {e["image"]: e}} for e in summary["long"]), *variants_over_time,
+                *summary["grid"]]:  # fmt: skip
         for im, v in row["images"].items():
             if v.get("diff_at"):
                 cells = [fmt(v["diff_at"].get(t), sign=True) for t in marks]
                 lines.append(f"| {row['setting']} | {im} | " + " | ".join(cells) + " |")
 
-    lines += ["", "## 3. Variants of the filter where it trails (filtered runs, 2000 iterations)", "",
+    lines += ["", "## 3. Variants of the filter where it trails (filtered runs; 2000 iterations unless said)", "",
               "Δ plain: against the plain MLP of the base setting; Δ paper: against the filtered run with the "
               "paper's settings.", "",
               "| image | base | variant | best PSNR | Δ plain | Δ paper |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
@@ -303,6 +317,8 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
         cells += [fmt(r["median_crossing"], 3), f"{r['lr_max']:g}", str(r["mismatches_with_recorded_rate"])]
         lines.append(f"| {r['folder']}/{r['label']} | {r['image']} | " + " | ".join(cells) + " |")
     lines += ["", "![Δ against the INR's parameters per value and against iterations](scale.png)"]
+    if any(e["folder"] in LONG_FOLDERS for e in summary["variants"]):
+        lines += ["", "![the variants of question 3 against iterations](scale_variants.png)"]
     return "\n".join(lines) + "\n"
 
 
@@ -345,6 +361,38 @@ def plot(summary: dict, path: Path) -> None:
     ax.grid(alpha=0.3)
     if summary["long"]:
         ax.legend(fontsize=7, loc="lower right")  # "best" searches every point of the 20k curves
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_long_variants(summary: dict, path: Path) -> None:
+    """Δ of the best PSNR so far against the plain MLP, per image, for the paper's filter and each variant of a
+    long run (nothing when no variant ran long)."""
+    entries = [e for e in summary["variants"] if e["folder"] in LONG_FOLDERS and "plain" in e["curves"]]
+    images = list(dict.fromkeys(e["image"] for e in entries))
+    if not images:
+        return
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(images), figsize=(6 * len(images), 4.4), squeeze=False)
+    for ax, image in zip(axes[0], images):
+        mine = [e for e in entries if e["image"] == image]
+        plain = best_so_far(mine[0]["curves"]["plain"])
+        lines = {"paper's filter": mine[0]["curves"].get("paper")}
+        lines.update({e["setting"]: e["curves"]["variant"] for e in mine})
+        for label, curve in lines.items():
+            if curve is not None:
+                b = best_so_far(curve)
+                n = min(len(plain), len(b))
+                ax.plot(np.arange(1, n + 1), b[:n] - plain[:n], lw=1.2, label=label)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_ylim(-3, 3)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("Δ best PSNR so far, against the plain MLP (dB)")
+        ax.set_title(f"{image}, {mine[0]['folder'].split('-')[0]} {mine[0]['base']}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -59,3 +59,15 @@ def test_report_pairs_runs_and_counts_the_rules_branches(tmp_path):
     )
     text = (tmp_path / "dest" / "scale.md").read_text()
     assert "| 22.00 | 23.50 | +1.50 |" in text and (tmp_path / "dest" / "scale.png").stat().st_size > 0
+    assert not (tmp_path / "dest" / "scale_variants.png").exists()  # no variant ran long
+
+
+def test_a_variant_of_a_long_run_gets_its_curve_and_figure(tmp_path):
+    for label, best in (("mlp-wire22-w128", 28.0), ("filt-wire22-w128", 27.0), ("filt-wire22-w128-residual", 28.5)):
+        write_run(tmp_path / "out", "x4-8000", "kodim01", label, best)
+    ScaleReport(out=tmp_path / "out", dest=tmp_path / "dest", images=("kodim01",)).main()
+    (variant,) = json.loads((tmp_path / "dest" / "scale.json").read_text())["variants"]
+    assert variant["diff_at"]["100"] == pytest.approx(0.5) and "curves" not in variant
+    text = (tmp_path / "dest" / "scale.md").read_text()
+    assert "| x4 wire22-w128, residual filter, 8000 iterations | kodim01 | +0.50 |" in text
+    assert (tmp_path / "dest" / "scale_variants.png").stat().st_size > 0 and "scale_variants.png" in text
