@@ -27,6 +27,6 @@ PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m rff_fi
     --out "$OUT" --budget-s "$BUDGET_S" --images "${IMAGES:-../shared/data/kodak}" \
     --variants ${VARIANTS:-mlp-pe filtered-pe} --names ${NAMES:-} ${ITERS:+--iters "$ITERS"} \
     --batch-models "${MODELS:-1}" --precision "${PRECISION:-fp32}" --device "${DEVICE:-auto}" \
-    ${GRAPH:+--cuda-graph} ${FUSED:+--fused-line-search} ${GRAPH_CHECK:+--graph-check "$GRAPH_CHECK"} ${TIMING:+--timing} \
-    ${TIMING_BATCHED:+--timing-batched} ${TIMING_BLOCK:+--timing-block "$TIMING_BLOCK"} \
+    ${GRAPH:+--cuda-graph} ${FUSED:+--fused-line-search} ${GRAPH_CHECK:+--graph-check "$GRAPH_CHECK"} \
+    ${TIMING:+--timing} ${TIMING_BATCHED:+--timing-batched} ${TIMING_BLOCK:+--timing-block "$TIMING_BLOCK"} \
     ${TIMING_ROUNDS:+--timing-rounds "$TIMING_ROUNDS"}

@@ -81,8 +81,9 @@ class ScaleReport:
         self.dest.mkdir(parents=True, exist_ok=True)
         answers = self.dest / "scale_answers.md"
         (self.dest / "scale.md").write_text(markdown(summary, answers.read_text() if answers.exists() else None))
-        public = {key: [{k: v for k, v in e.items() if k != "curves"} for e in summary[key]] if key in (
-            "long", "variants") else value for key, value in summary.items()}  # fmt: skip
+        without_curves = {key: [{k: v for k, v in e.items() if k != "curves"} for e in summary[key]]
+                          for key in ("long", "variants")}  # fmt: skip
+        public = {**summary, **without_curves}
         (self.dest / "scale.json").write_text(json.dumps(public, indent=1) + "\n")
         plot(summary, self.dest / "scale.png")
         plot_long_variants(summary, self.dest / "scale_variants.png")

@@ -9,7 +9,6 @@ and before any optimizer of the step has changed a parameter or its state.
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 import weakref
@@ -338,15 +337,14 @@ def slope_batches(
     result = []
     for (_, step_key, (has_moments, has_max), _), (settings, unscale, entries) in batches.items():
         states = [state for _, _, state in entries]
-        state_list = functools.partial(_state_list, states)
         result.append(
             SlopeBatch(
                 slots=tuple(slot for slot, _, _ in entries),
                 grads=[_at_least_float32(p.grad) for _, p, _ in entries],
                 params=[_at_least_float32(p.detach()) for _, p, _ in entries],
-                exp_avgs=state_list("exp_avg") if has_moments else None,
-                exp_avg_sqs=state_list("exp_avg_sq") if has_moments else None,
-                max_exp_avg_sqs=state_list("max_exp_avg_sq") if has_max else None,
+                exp_avgs=_state_list(states, "exp_avg") if has_moments else None,
+                exp_avg_sqs=_state_list(states, "exp_avg_sq") if has_moments else None,
+                max_exp_avg_sqs=_state_list(states, "max_exp_avg_sq") if has_max else None,
                 step=[state["step"] for state in states] if step_key == "tensor" else step_key,
                 settings=settings,
                 unscale=unscale,
