@@ -648,7 +648,11 @@ class FilterLineSearch:
         try:
             row = self._compiled_row(*args)
         except (torch._dynamo.exc.TorchDynamoException, torch._inductor.exc.InductorError, RuntimeError) as error:
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            cause: BaseException = error
+            while getattr(cause, "inner_exception", None) is not None:  # torch wraps the compiler's own error
+                cause = cause.inner_exception
+            lines = str(cause).strip().splitlines()
+            reason = f"{type(cause).__name__}: {lines[0]}" if lines else type(cause).__name__
             warnings.warn(f"the fused line search could not be compiled ({reason}); it runs unfused", stacklevel=2)
             self._compiled_row = None
             return line_search_row(*args)
