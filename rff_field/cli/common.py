@@ -2,13 +2,15 @@
 
 Each command is a dataclass with a ``main()`` (tyro parses it); :func:`run_command` turns a
 :class:`~rff_field.core.errors.UsageError` into one line on stderr and exit status 2, a diverged training into
-exit status 3, and Ctrl-C into 130.
+exit status 3, Ctrl-C into 130, and a closed output pipe (``rff-image --help | head``) into a quiet exit 141.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import tyro
 
@@ -19,6 +21,8 @@ LINE_SEARCH_FLAGS = {
     "--no-line-search": "--line-search.no-enabled",
 }
 """Flags of earlier versions that every command with a line search accepts."""
+BROKEN_PIPE_EXIT_STATUS = 141
+"""What a shell reports for a command that SIGPIPE ended (128 + 13)."""
 
 
 def translate_legacy_flags(argv: Sequence[str], legacy: Mapping[str, str]) -> list[str]:
@@ -49,6 +53,16 @@ def call_main(prog: str, command: Any) -> tuple[int, Any]:
         return 130, None
 
 
+@contextlib.contextmanager
+def quiet_broken_pipe() -> Iterator[None]:
+    """Exit with status 141 and no traceback when the reader of stdout goes away (``--help | head``)."""
+    try:
+        yield
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout again at exit
+        sys.exit(BROKEN_PIPE_EXIT_STATUS)
+
+
 def run_command(
     prog: str,
     command_type: Any,
@@ -69,7 +83,8 @@ def run_command(
     """
     argv = translate_legacy_flags(sys.argv[1:] if args is None else args, legacy_flags)
     defaults = {} if default is None else {"default": default}
-    status, result = call_main(prog, tyro.cli(command_type, args=argv, description=description, **defaults))
+    with quiet_broken_pipe():
+        status, result = call_main(prog, tyro.cli(command_type, args=argv, description=description, **defaults))
     if status:
         sys.exit(status)
     return result

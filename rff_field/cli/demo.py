@@ -16,7 +16,7 @@ from typing import Literal
 import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from rff_field.cli.common import call_main
+from rff_field.cli.common import call_main, quiet_broken_pipe
 from rff_field.core.errors import UsageError
 
 MARKER = ".rff-demo"
@@ -231,7 +231,8 @@ def entrypoint() -> None:
 
     quiet_known_warnings()
     tyro.extras.set_accent_color("bright_yellow")
-    sys.exit(run(tyro.cli(Demo, description=__doc__)))
+    with quiet_broken_pipe():
+        sys.exit(run(tyro.cli(Demo, description=__doc__)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Every console script and subcommand answers --help, and the benchmark helpers run on tiny inputs."""
 
 import json
+import os
+import subprocess
 import sys
 
 import imageio.v3 as iio
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 from rff_field.cli import bench, demo, export_mesh, image, sdf
+from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS
 
 BENCHMARKS = (
     "image image-merge image-timing filter-timing batch-timing reproduction-report scale-report sdf nerf nerf-timing "
@@ -81,3 +84,13 @@ def test_protocol_tables_start_the_image_benchmark(tmp_path, monkeypatch, capsys
     protocol.write_text('[bad]\nfit = { colour = "red" }\n')
     assert run(bench.entrypoint, ["image", "--protocol", f"{protocol}:bad"], monkeypatch) == 2
     assert "bad.fit.colour is not an option" in capsys.readouterr().err
+
+
+def test_help_into_a_closed_pipe_exits_quietly():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to the pipe fails, as when `| head` has read enough
+    code = "import sys; from rff_field.cli import image; sys.argv = ['rff-image', 'fit', '--help']; image.entrypoint()"
+    done = subprocess.run([sys.executable, "-c", code], stdout=write_end, stderr=subprocess.PIPE, text=True)
+    os.close(write_end)
+    assert done.returncode == BROKEN_PIPE_EXIT_STATUS
+    assert done.stderr == ""
