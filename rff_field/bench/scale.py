@@ -59,6 +59,7 @@ VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of questio
     ("x2-2000", "wire26-w128", "residual", "residual filter (1 + f_a(γ)) ⊙ γ"),
     ("x4-8000", "wire22-w128", "residual", "residual filter, 8000 iterations"),
     ("x4-8000", "wire22-w128", "lsmax1e-2", "line search, lr_max 1e-2, 8000 iterations"),
+    ("x2-8000", "wire26-w128", "residual", "residual filter, 8000 iterations"),
 )
 PHASES = (("first 10%", 0.0, 0.1), ("middle 80%", 0.1, 0.9), ("last 10%", 0.9, 1.0))
 DIFF_MARKS = (100, 200, 500, 1000, 2000, 4000, 8000, 20000)
@@ -368,16 +369,17 @@ def plot(summary: dict, path: Path) -> None:
 
 
 def plot_long_variants(summary: dict, path: Path) -> None:
-    """Δ of the best PSNR so far against the plain MLP, per image, for the paper's filter and each variant of a
-    long run (nothing when no variant ran long)."""
+    """Δ of the best PSNR so far against the plain MLP, one panel per long run's setting and image, for the
+    paper's filter and each variant (nothing when no variant ran long)."""
     entries = [e for e in summary["variants"] if e["folder"] in LONG_FOLDERS and "plain" in e["curves"]]
-    images = list(dict.fromkeys(e["image"] for e in entries))
-    if not images:
+    panels: dict[tuple[str, str, str], list[dict]] = {}
+    for e in entries:
+        panels.setdefault((e["folder"], e["base"], e["image"]), []).append(e)
+    if not panels:
         return
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(images), figsize=(6 * len(images), 4.4), squeeze=False)
-    for ax, image in zip(axes[0], images):
-        mine = [e for e in entries if e["image"] == image]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.4), squeeze=False)
+    for ax, ((folder, base, image), mine) in zip(axes[0], panels.items()):
         plain = best_so_far(mine[0]["curves"]["plain"])
         lines = {"paper's filter": mine[0]["curves"].get("paper")}
         lines.update({e["setting"]: e["curves"]["variant"] for e in mine})
@@ -391,7 +393,7 @@ def plot_long_variants(summary: dict, path: Path) -> None:
         ax.set_ylim(-3, 3)
         ax.set_xlabel("iteration")
         ax.set_ylabel("Δ best PSNR so far, against the plain MLP (dB)")
-        ax.set_title(f"{image}, {mine[0]['folder'].split('-')[0]} {mine[0]['base']}", fontsize=9)
+        ax.set_title(f"{image}, {folder.split('-')[0]} {base}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()

@@ -65,9 +65,12 @@ def test_report_pairs_runs_and_counts_the_rules_branches(tmp_path):
 def test_a_variant_of_a_long_run_gets_its_curve_and_figure(tmp_path):
     for label, best in (("mlp-wire22-w128", 28.0), ("filt-wire22-w128", 27.0), ("filt-wire22-w128-residual", 28.5)):
         write_run(tmp_path / "out", "x4-8000", "kodim01", label, best)
+    for label, best in (("mlp-wire26-w128", 25.0), ("filt-wire26-w128-residual", 25.25)):  # x2: the same image
+        write_run(tmp_path / "out", "x2-8000", "kodim01", label, best)
     ScaleReport(out=tmp_path / "out", dest=tmp_path / "dest", images=("kodim01",)).main()
-    (variant,) = json.loads((tmp_path / "dest" / "scale.json").read_text())["variants"]
+    variant, x2_variant = json.loads((tmp_path / "dest" / "scale.json").read_text())["variants"]
     assert variant["diff_at"]["100"] == pytest.approx(0.5) and "curves" not in variant
+    assert x2_variant["vs_plain"] == pytest.approx(0.25) and x2_variant["vs_paper"] is None  # against its own scale
     text = (tmp_path / "dest" / "scale.md").read_text()
     assert "| x4 wire22-w128, residual filter, 8000 iterations | kodim01 | +0.50 |" in text
     assert (tmp_path / "dest" / "scale_variants.png").stat().st_size > 0 and "scale_variants.png" in text
