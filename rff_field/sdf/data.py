@@ -74,8 +74,12 @@ def _fill_holes(mesh: "o3d.geometry.TriangleMesh", rounds: int = 8) -> "o3d.geom
     for _ in range(rounds):
         if edge_counts(np.asarray(mesh.triangles))[0] == 0:
             break  # open3d's fill_holes crashes on a closed mesh
+        # open3d's result can point into its input's memory: both stay alive until the legacy copy is made
+        source = o3d.t.geometry.TriangleMesh.from_legacy(mesh)
         with _quiet_open3d():
-            mesh = _clean(o3d.t.geometry.TriangleMesh.from_legacy(mesh).fill_holes(hole_size=1e9).to_legacy())
+            filled = source.fill_holes(hole_size=1e9)
+        mesh = _clean(filled.to_legacy())
+        del source, filled
     return mesh
 
 

@@ -113,6 +113,8 @@ def test_mesh_with_a_hole_is_refused_and_fill_holes_repairs_it(tmp_path):
         load_mesh(path)
     repaired = load_mesh(path, fill_holes=True)
     assert edge_counts(np.asarray(repaired.triangles)) == (0, 0)
+    radii = np.linalg.norm(np.asarray(repaired.vertices), axis=-1)  # filling adds triangles, not vertices
+    assert len(radii) == len(sphere.vertices) and np.allclose(radii, 0.3, atol=1e-6)
 
 
 def test_pool_roundtrip_gives_fresh_samples_in_order(tmp_path, sphere_sdf):
