@@ -18,6 +18,7 @@ A *variant* is ``[LABEL:]METHOD[,key=value...]``: a method plus overrides of any
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
@@ -318,24 +319,33 @@ def _conflicts(stored: dict, current: dict, prefix: str = "") -> list[str]:
     return sorted(out)
 
 
-def _check_out(config: BenchConfig) -> None:
+def image_fingerprints(jobs: list[Job]) -> dict[str, str]:
+    """``{name: SHA-256 of the file}`` of the jobs' images: finished jobs are reused only for the same images."""
+    sources = {job.subject: job.source for job in jobs}
+    return {name: hashlib.sha256(source.read_bytes()).hexdigest() for name, source in sources.items()}
+
+
+def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
     out = config.out
     marker = out / "bench.json"
-    protocol = protocol_of(config)
+    protocol = json.loads(json.dumps({**protocol_of(config), "images": image_fingerprints(jobs)}))
+    stored = None
     check_writable_folder(out, "--out")
     foreign = [p for p in out.iterdir() if not p.name.startswith(".") and p.name != "logs"] if out.is_dir() else []
     if foreign and not marker.exists():
         raise UsageError(f"{out} is not empty and holds no benchmark (bench.json); choose another --out")
     if marker.exists():
         stored = _with_nested_line_search(json.loads(marker.read_text()).get("protocol", {}))
-        conflicts = _conflicts(stored, json.loads(json.dumps(protocol)))
+        conflicts = _conflicts(stored, protocol)
         if conflicts and not config.jobs.overwrite:
             raise UsageError(
                 f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see {marker}); use "
                 "another --out, or --overwrite to rerun every job with this one"
             )
+        if not conflicts:  # images added since are recorded too
+            protocol = {**stored, "images": {**stored.get("images", {}), **protocol["images"]}}
     out.mkdir(parents=True, exist_ok=True)
-    if not marker.exists() or config.jobs.overwrite:
+    if not marker.exists() or config.jobs.overwrite or protocol != stored:
         partial = out / f".bench.json.{os.getpid()}"
         partial.write_text(json.dumps({"protocol": protocol}, indent=1) + "\n")
         os.replace(partial, marker)  # atomic: parallel jobs may read it
@@ -436,7 +446,7 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
         return summarize(config, jobs)
     todo = selected(jobs, config.jobs)
     check_images(config, todo)
-    _check_out(config)
+    _check_out(config, jobs)
     if config.engine != "sequential":
         run, key = partial(run_batch, config, notify=notify), partial(job_batch_key, config)
         report = run_batches(todo, config.out, run, key, config.batch_models, config.jobs, total=len(jobs))

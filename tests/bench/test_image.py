@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import replace
 
 import imageio.v3 as iio
@@ -217,6 +218,21 @@ def test_bench_protects_foreign_folders_and_other_protocols(image_folder, tmp_pa
     other = tiny_bench(image_folder, out, sweep_names=(), long_names=(), variants=("mlp-pe",), downsample=2)
     with pytest.raises(UsageError, match="another protocol"):
         run_bench(other)
+
+
+def test_bench_reuses_finished_jobs_only_for_the_same_images(image_folder, tmp_path):
+    out = tmp_path / "out"
+    options = dict(sweep_names=(), long_names=(), variants=("mlp-pe",))
+    run_bench(tiny_bench(image_folder, out, names=("one",), **options))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(image_folder / "one.png", elsewhere / "one.png")  # the same file in another folder: reused
+    assert run_bench(tiny_bench(elsewhere, out, names=("one",), **options)) is not None
+    run_bench(tiny_bench(image_folder, out, **options))  # an image added: its fingerprint is recorded too
+    assert set(json.loads((out / "bench.json").read_text())["protocol"]["images"]) == {"one", "two"}
+    shutil.copy(image_folder / "two.png", elsewhere / "one.png")  # another image under the same name
+    with pytest.raises(UsageError, match=r"another protocol \(images.one differ"):
+        run_bench(tiny_bench(elsewhere, out, names=("one",), **options))
 
 
 def test_bench_reads_a_folder_written_before_the_line_search_options_were_nested(image_folder, tmp_path):
