@@ -19,7 +19,7 @@ from rff_field.bench.jobs import JobOptions
 from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
 from rff_field.sdf.fit import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.run import OutputConfig
 
@@ -178,6 +178,11 @@ class Bench:
             _check_common(self.train, self.output, sign_rays=self.sign_rays)
             if self.pools and self.meshes:
                 raise UsageError("give either --meshes (sampled now) or --pools (sampled before), not both")
+            stems = [Path(path).stem for path in (*self.pools, *self.meshes)]
+            repeated = sorted({stem for stem in stems if stems.count(stem) > 1})
+            if repeated:
+                raise UsageError(f"two shapes are named {', '.join(repeated)} (results are kept by file stem); "
+                                 "rename or copy one of the files")  # fmt: skip
             missing = [str(pool) for pool in self.pools if not Path(pool).is_file()]
             if missing:
                 raise UsageError(f"no sample pool {', '.join(missing)}; write pools with `rff-sdf pool`")
@@ -253,6 +258,7 @@ class Pool:
         if out.exists() and not self.overwrite:
             raise UsageError(f"{out} already exists; choose another --out or pass --overwrite")
         _check_sign_rays(self.sign_rays)
+        check_fields(self, positive_int=("size", "eval_samples"), positive=("coarse_scale", "fine_scale"))
         check_writable_folder(out.parent, "--out's folder")
         write_pool(
             self.mesh,
@@ -281,8 +287,7 @@ def _check_common(
         network.check()
     train.check()
     _check_sign_rays(sign_rays)
-    if output.resolution < 8:
-        raise UsageError(f"--resolution must be at least 8, got {output.resolution}")
+    output.check()
     import torch
 
     try:

@@ -19,7 +19,7 @@ import torch
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
-from rff_field.core.errors import TrainingDiverged, UsageError
+from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
 from rff_field.sdf.fit import (
     Sampler,
@@ -90,6 +90,12 @@ class OutputConfig:
     """Rendering azimuth and elevation in degrees."""
     save_model: bool = True
     """Write the trained weights to model.pt."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for settings that cannot give a mesh or metrics."""
+        check_fields(self, positive_int=("grid_batch", "eval_samples"), positive=("f_threshold",))
+        if self.resolution < 8:
+            raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
 
 
 OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "render.png", "model.pt")

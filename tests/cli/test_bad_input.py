@@ -95,6 +95,13 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
         (["fit", "--device", "gpu"], "--device gpu is not a torch device; use cpu or cuda"),
         (["fit", "--pool", "PICTURE"], "is not a sample pool (an .npz written by `rff-sdf pool`)"),
         (["bench", "--meshes", "OUT/missing.ply"], "no mesh file"),
+        (["bench", "--meshes", "OUT/a/bunny.ply", "OUT/b/bunny.ply"], "two shapes are named bunny"),
+        (["fit", "--eval-samples", "-1"], "--eval-samples must be positive"),
+        (["fit", "--f-threshold", "nan"], "--f-threshold must be a finite number"),
+        (["fit", "--grid-batch", "0"], "--grid-batch must be positive"),
+        (["pool", "--eval-samples", "-1", "--out", "OUT/p.npz"], "--eval-samples must be positive"),
+        (["pool", "--coarse-scale", "-1", "--out", "OUT/p.npz"], "--coarse-scale must be positive"),
+        (["pool", "--fine-scale", "nan", "--out", "OUT/p.npz"], "--fine-scale must be a finite number"),
     ],
 )
 def test_sdf_options_fail_before_any_work(args, message, picture, tmp_path, monkeypatch, capsys):
