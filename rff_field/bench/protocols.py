@@ -30,10 +30,11 @@ def read_protocol(spec: str) -> tuple[dict, str]:
         raise UsageError(f"--protocol {spec}: no file {path}; give FILE:NAME, e.g. benchmarks/image/protocols.toml:cpu")
     try:
         tables = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise UsageError(f"--protocol {spec}: {path} is not valid TOML ({err})") from None
+    tables = {key: value for key, value in tables.items() if isinstance(value, dict)}
     if not name or name not in tables:
-        raise UsageError(f"--protocol {spec}: name one of the tables of {path}: {', '.join(tables)}")
+        raise UsageError(f"--protocol {spec}: name one of the tables of {path}: {', '.join(tables) or '(none)'}")
 
     def resolve(table_name: str, seen: tuple[str, ...]) -> dict:
         table = dict(tables[table_name])
@@ -68,26 +69,37 @@ def apply_values(config: T, values: dict[str, Any], where: str = "") -> T:
     for key, value in values.items():
         name = key.replace("-", "_")
         if name not in names:
-            raise UsageError(f"protocol key {where}{key} is not an option; see --help for the options")
+            owners = [f.name for f in dataclasses.fields(config) if dataclasses.is_dataclass(getattr(config, f.name))
+                      and name in {g.name for g in dataclasses.fields(getattr(config, f.name))}]  # fmt: skip
+            hint = f"; it belongs in the nested table {where}{owners[0]}" if owners else "; see --help for the options"
+            raise UsageError(f"protocol key {where}{key} is not an option here{hint}")
         current = getattr(config, name)
         if isinstance(value, dict) and dataclasses.is_dataclass(current):
             apply_values(current, value, f"{where}{key}.")
         else:
-            setattr(config, name, _as_type(value, hints[name]))
+            setattr(config, name, _as_type(value, hints[name], f"{where}{key}"))
     return config
 
 
-def _as_type(value: Any, hint: Any) -> Any:
+def _as_type(value: Any, hint: Any, key: str) -> Any:
+    """``value`` as the type ``hint`` asks for; a value of another type is a :class:`UsageError` naming ``key``."""
     origin = typing.get_origin(hint)
     if origin is typing.Annotated:
-        return _as_type(value, typing.get_args(hint)[0])
+        return _as_type(value, typing.get_args(hint)[0], key)
     if origin is typing.Union:
         if value is None:
             return None
-        return _as_type(value, next(a for a in typing.get_args(hint) if a is not type(None)))
-    if origin is tuple and isinstance(value, list):
+        return _as_type(value, next(a for a in typing.get_args(hint) if a is not type(None)), key)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise UsageError(f'protocol key {key} takes a list, e.g. ["a", "b"]; got {value!r}')
         inner = typing.get_args(hint)[0] if typing.get_args(hint) else Any
-        return tuple(_as_type(item, inner) for item in value)
+        return tuple(_as_type(item, inner, key) for item in value)
+    if origin is typing.Literal and value not in typing.get_args(hint):
+        raise UsageError(f"protocol key {key} takes one of {', '.join(map(str, typing.get_args(hint)))}; got {value!r}")
     if hint is Path and isinstance(value, str):
         return Path(value)
-    return value
+    expected = {int: (int,), float: (int, float), bool: (bool,), str: (str,)}.get(hint)
+    if expected and (not isinstance(value, expected) or (hint is not bool and isinstance(value, bool))):
+        raise UsageError(f"protocol key {key} takes a value of type {hint.__name__}; got {value!r}")
+    return float(value) if hint is float else value

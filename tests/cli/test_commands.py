@@ -81,9 +81,20 @@ def test_protocol_tables_start_the_image_benchmark(tmp_path, monkeypatch, capsys
     assert capsys.readouterr().out.strip().split("\t") == ["0", "pending", "5", "runs/a/mlp-pe"]
     assert run(bench.entrypoint, ["image", "--protocol", f"{protocol}:nope"], monkeypatch) == 2
     assert "name one of the tables" in capsys.readouterr().err
-    protocol.write_text('[bad]\nfit = { colour = "red" }\n')
+    for text, message in [
+        ('[bad]\nfit = { colour = "red" }\n', "bad.fit.colour is not an option"),
+        ("[bad]\niters = 5\n", "bad.iters is not an option here; it belongs in the nested table bad.fit"),
+        ("[bad]\ndownsample = 2.5\n", "bad.downsample takes a value of type int; got 2.5"),
+        ('[bad]\nvariants = "mlp-pe"\n', "bad.variants takes a list"),
+        ('[bad]\nfit = { network = { pe = "fourier" } }\n', "bad.fit.network.pe takes one of"),
+        ("bad = 3\n", "name one of the tables"),
+    ]:
+        protocol.write_text(text)
+        assert run(bench.entrypoint, ["image", "--protocol", f"{protocol}:bad"], monkeypatch) == 2
+        assert message in capsys.readouterr().err, text
+    protocol.write_bytes(bytes(range(256)))  # not text at all
     assert run(bench.entrypoint, ["image", "--protocol", f"{protocol}:bad"], monkeypatch) == 2
-    assert "bad.fit.colour is not an option" in capsys.readouterr().err
+    assert "is not valid TOML" in capsys.readouterr().err
 
 
 def test_help_into_a_closed_pipe_exits_quietly():
