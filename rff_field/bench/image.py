@@ -38,7 +38,7 @@ from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
-from rff_field.core.errors import TrainingDiverged
+from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
 from rff_field.image.data import UsageError, downsample, load_image
@@ -436,6 +436,7 @@ def run_batch(
 
 def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:
     """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
+    check_fields(config, positive_int=("downsample", "batch_models", "sweep_iters", "long_iters"))
     jobs = build_jobs(config)
     config.jobs.check(jobs)
     if config.jobs.list_jobs:

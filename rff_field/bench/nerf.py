@@ -66,8 +66,10 @@ class NerfBenchConfig:
 
     def check(self) -> list[Variant]:
         """The parsed variants; raise :class:`UsageError` for options that cannot work."""
-        if not self.data.exists():
-            raise UsageError(f"--data {self.data} does not exist; pass a scene folder")
+        if not self.data.is_dir():
+            what = "is not a folder" if self.data.exists() else "does not exist"
+            raise UsageError(f"--data {self.data} {what}; pass a scene folder")
+        check_fields(self, positive=("scale",))
         if self.steps < 1:
             raise UsageError(f"--steps must be at least 1, got {self.steps}")
         if self.seconds is not None and not self.seconds > 0:

@@ -17,7 +17,8 @@ import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from rff_field.cli.common import call_main, quiet_broken_pipe
-from rff_field.core.errors import UsageError
+from rff_field.common.machine import resolve_device
+from rff_field.core.errors import UsageError, check_fields
 
 MARKER = ".rff-demo"
 """File that marks a folder as written by rff-demo (only such folders may be overwritten)."""
@@ -62,6 +63,8 @@ class Demo:
             raise UsageError(f"--image-size must be at least 8, got {self.image_size}")
         if self.mesh_resolution < 8:
             raise UsageError(f"--mesh-resolution must be at least 8, got {self.mesh_resolution}")
+        check_fields(self, positive=("mesh_threshold",))  # a density: the mesh step would find no surface
+        resolve_device(self.device)
         out = self.output_dir
         if out.exists() and not out.is_dir():
             raise UsageError(f"{out} is a file; choose a folder with --output-dir")

@@ -229,3 +229,17 @@ def test_sdf_fit_divergence_stops_with_one_line(tmp_path, monkeypatch, capsys):
     assert line.startswith("rff-sdf: training diverged at step") and "--lr (now 1e+30)" in line
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["diverged"] and metrics["iters"] == 0
+
+
+def test_benchmark_sizes_and_scene_paths_that_cannot_work(picture, tmp_path, monkeypatch, capsys):
+    images = picture.parent
+    common = ["image", "--images", images, "--out", tmp_path / "out", "--sweep-names", "--long-names"]
+    for option, value in (("--batch-models", "0"), ("--batch-models", "-1"), ("--downsample", "0")):
+        code, err = run(bench.entrypoint, [*common, option, value], monkeypatch, capsys)
+        assert code == 2 and f"{option} must be positive" in err and not (tmp_path / "out").exists()
+    code, err = run(bench.entrypoint, ["nerf", "--data", picture, "--out", tmp_path / "n"], monkeypatch, capsys)
+    assert code == 2 and "is not a folder" in err
+    for scale in ("0", "nan"):
+        code, err = run(bench.entrypoint, ["nerf", "--data", images, "--scale", scale, "--out", tmp_path / "n"],
+                        monkeypatch, capsys)  # fmt: skip
+        assert code == 2 and "--scale must be" in err and not (tmp_path / "n").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import open3d as o3d
+import torch
 
 from rff_field.cli.demo import MARKER, Demo, run
 
@@ -67,3 +68,13 @@ def test_demo_never_touches_a_foreign_folder(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["thesis.tex"]
     assert run(_tiny(tmp_path / "x", steps=0)) == 2
     assert "--steps must be at least 1" in capsys.readouterr().err
+
+
+def test_demo_options_that_cannot_work_fail_before_the_scene(tmp_path, capsys, monkeypatch):
+    for threshold in (float("nan"), -1.0):
+        assert run(_tiny(tmp_path / "x", mesh_threshold=threshold)) == 2
+        assert "--mesh-threshold must be" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run(_tiny(tmp_path / "x", device="cuda")) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
