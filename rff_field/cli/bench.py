@@ -34,6 +34,7 @@ from rff_field.cli import image as image_cli
 from rff_field.cli import sdf as sdf_cli
 from rff_field.cli.common import run_command
 from rff_field.common.options import Flat
+from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError
 
 
@@ -59,6 +60,7 @@ class ImageMerge:
                 raise UsageError(f"{source} is not a folder")
         if any("=" not in a for a in self.alias):
             raise UsageError(f"--alias takes FROM=TO, got {' '.join(self.alias)}")
+        check_writable_folder(self.into, "--into")
         pairs = [(s, None) for s in self.sources] + [(s, "long") for s in self.long_sources]
         linked = merge_runs(pairs, self.into, dict(a.split("=", 1) for a in self.alias))
         print(f"linked {linked} finished jobs into {self.into}")

@@ -18,6 +18,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from rff_field.cli.common import call_main, quiet_broken_pipe
 from rff_field.common.machine import resolve_device
+from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError, check_fields
 
 MARKER = ".rff-demo"
@@ -68,6 +69,7 @@ class Demo:
         out = self.output_dir
         if out.exists() and not out.is_dir():
             raise UsageError(f"{out} is a file; choose a folder with --output-dir")
+        check_writable_folder(out, "--output-dir")
         if out.is_dir() and any(out.iterdir()):
             if not (out / MARKER).exists():
                 raise UsageError(f"{out} is not empty and was not written by rff-demo; choose another --output-dir")

@@ -63,6 +63,8 @@ class ExportMesh:
             raise UsageError(f"--batch-size must be positive, got {self.batch_size}")
         if self.output_path.suffix.lower() not in (".ply", ".obj", ".off", ".stl"):
             raise UsageError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
+        if self.output_path.is_dir():
+            raise UsageError(f"--output-path {self.output_path} is a folder; give a file name, e.g. mesh.ply")
         if self.output_path.exists() and not self.overwrite:
             raise UsageError(f"{self.output_path} already exists; choose another --output-path or pass --overwrite")
         check_writable_folder(self.output_path.parent, "--output-path's folder")

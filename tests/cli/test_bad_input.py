@@ -152,6 +152,10 @@ def test_export_mesh_options_fail_before_loading(tmp_path, monkeypatch, capsys):
     code, err = run(export_mesh.entrypoint, ["--load-config", tmp_path, "--output-path", tmp_path / "m.ply"],
                     monkeypatch, capsys)  # fmt: skip
     assert code == 2 and "is a folder; pass the config.yml file" in err
+    (tmp_path / "dir.ply").mkdir()
+    args = ["--load-config", config, "--output-path", tmp_path / "dir.ply", "--overwrite"]
+    code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
+    assert code == 2 and "dir.ply is a folder; give a file name" in err
     args = ["--load-config", config, "--output-path", tmp_path / "m.ply", "--threshold", "nan"]
     code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "--threshold must be a finite density, got nan" in err
@@ -243,3 +247,11 @@ def test_benchmark_sizes_and_scene_paths_that_cannot_work(picture, tmp_path, mon
         code, err = run(bench.entrypoint, ["nerf", "--data", images, "--scale", scale, "--out", tmp_path / "n"],
                         monkeypatch, capsys)  # fmt: skip
         assert code == 2 and "--scale must be" in err and not (tmp_path / "n").exists()
+
+
+def test_image_merge_into_a_file(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "source").mkdir()
+    args = ["image-merge", "--into", tmp_path / "a-file", "--sources", tmp_path / "source"]
+    code, err = run(bench.entrypoint, args, monkeypatch, capsys)
+    assert code == 2 and "--into" in err and "a-file is a file" in err

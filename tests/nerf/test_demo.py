@@ -78,3 +78,6 @@ def test_demo_options_that_cannot_work_fail_before_the_scene(tmp_path, capsys, m
     assert run(_tiny(tmp_path / "x", device="cuda")) == 2
     assert "CUDA is not available" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    (tmp_path / "file").write_text("")
+    assert run(_tiny(tmp_path / "file" / "demo")) == 2
+    assert "cannot be created" in capsys.readouterr().err
