@@ -320,9 +320,11 @@ def mark_unfinished(metrics: dict, diverged: Optional[TrainingDiverged], iters_r
 def divergence_hints(config: FitConfig, inr_lr: float) -> list[str]:
     """What to try when an image fit diverges."""
     hints = [f"a lower --lr (now {config.inr_lr():g})"]
+    if not config.network.method.startswith("filtered-"):
+        return hints
     if config.line_search.enabled:
         hints.append(f"a lower --line-search.lr-max (now {config.line_search.lr_max:g})")
-    elif config.network.method.startswith("filtered-"):
+    else:
         hints.append(f"a lower --filter-lr (now {config.filter_lr:g})")
     return hints
 

@@ -222,11 +222,13 @@ def initial_lr(method: str, train: SDFTrainConfig) -> float:
     return train.lr if train.lr is not None else DEFAULT_LR.get(method, 1e-3)
 
 
-def divergence_hints(config: SDFTrainConfig, lr: float) -> list[str]:
-    """What to try when an SDF fit diverges."""
+def divergence_hints(config: SDFTrainConfig, lr: float, filtered: bool) -> list[str]:
+    """What to try when an SDF fit diverges (``filtered``: the network has a filter)."""
     hints = [f"a lower --lr (now {lr:g})"]
-    if config.line_search.enabled:
+    if filtered and config.line_search.enabled:
         hints.append(f"a lower --line-search.lr-max (now {config.line_search.lr_max:g})")
+    elif filtered:
+        hints.append(f"a lower --filter-lr (now {config.filter_lr if config.filter_lr is not None else lr:g})")
     return hints
 
 
@@ -266,7 +268,8 @@ def train_sdf(
     scheduled_rates: list[float] = []  # without the line search the rates are numbers: no tensor read
     result = TrainResult()
     filter_params, inr_params = split_filter_parameters(network)
-    guard = LastFiniteState(network, {"filter": filter_params, "INR": inr_params}, divergence_hints(config, lr))
+    hints = divergence_hints(config, lr, filtered=bool(filter_params))
+    guard = LastFiniteState(network, {"filter": filter_params, "INR": inr_params}, hints)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     start, cpu_start = time.perf_counter(), time.process_time()
     try:

@@ -255,3 +255,16 @@ def test_image_merge_into_a_file(tmp_path, monkeypatch, capsys):
     args = ["image-merge", "--into", tmp_path / "a-file", "--sources", tmp_path / "source"]
     code, err = run(bench.entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "--into" in err and "a-file is a file" in err
+
+
+def test_divergence_hints_name_the_filter_only_where_there_is_one():
+    from rff_field.image.fit import FitConfig, divergence_hints
+    from rff_field.inr.config import NetworkConfig
+    from rff_field.sdf.fit import SDFTrainConfig
+    from rff_field.sdf.fit import divergence_hints as sdf_hints
+
+    plain = divergence_hints(FitConfig(network=NetworkConfig(method="mlp-pe")), 1e-3)
+    filtered = divergence_hints(FitConfig(network=NetworkConfig(method="filtered-pe")), 1e-3)
+    assert not any("line-search" in hint for hint in plain) and any("line-search.lr-max" in h for h in filtered)
+    assert sdf_hints(SDFTrainConfig(), 1e-3, filtered=False) == ["a lower --lr (now 0.001)"]
+    assert "--line-search.lr-max" in sdf_hints(SDFTrainConfig(), 1e-3, filtered=True)[1]
