@@ -59,8 +59,12 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
             "num_proposal_iterations", "eval_num_rays_per_chunk",
         ),
         positive=("far_plane",),
+        non_negative=[name for name in ("interlevel_loss_mult", "distortion_loss_mult", "orientation_loss_mult",
+                                        "pred_normal_loss_mult") if hasattr(config, name)],
         prefix=MODEL_OPTION_PREFIX,
     )  # fmt: skip
+    if config.use_appearance_embedding:
+        check_fields(config, positive_int=("appearance_embed_dim",), prefix=MODEL_OPTION_PREFIX)
     samples = config.num_proposal_samples_per_ray
     if len(samples) < config.num_proposal_iterations or not all(n > 0 for n in samples):
         raise UsageError(
@@ -73,13 +77,26 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
         )
 
 
-def check_optimizer_rates(optimizers: dict) -> None:
-    """Raise :class:`UsageError` for an optimizer group whose learning rate is not a positive finite number."""
+def check_optimizers(optimizers: dict) -> None:
+    """Raise :class:`UsageError` for an optimizer group whose rate, ``eps``, weight decay or final scheduled rate
+    torch would refuse (or reach as a math error) once training starts."""
     for name, group in optimizers.items():
-        optimizer = group.get("optimizer") if isinstance(group, dict) else None
+        if not isinstance(group, dict):
+            continue
+        optimizer, scheduler = group.get("optimizer"), group.get("scheduler")
         lr = getattr(optimizer, "lr", None)
         if lr is not None and not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
             raise UsageError(f"--optimizers.{name}.optimizer.lr must be a positive finite number, got {lr}")
+        if optimizer is not None:
+            check_fields(optimizer, non_negative=("eps", "weight_decay"), prefix=f"--optimizers.{name}.optimizer.")
+        if scheduler is not None:
+            check_fields(scheduler, positive=("lr_final",), prefix=f"--optimizers.{name}.scheduler.")
+
+
+def check_datamanager(datamanager: object) -> None:
+    """Raise :class:`UsageError` for a ray batch size that gives no rays."""
+    names = [n for n in ("train_num_rays_per_batch", "eval_num_rays_per_batch") if hasattr(datamanager, n)]
+    check_fields(datamanager, positive_int=names, prefix="--pipeline.datamanager.")
 
 
 def _needed_split(test_mode: TestMode) -> str:

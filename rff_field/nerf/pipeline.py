@@ -12,13 +12,14 @@ from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from torch.amp import GradScaler
 
-from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
+from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError, check_fields
 from rff_field.nerf.checks import (
     TestMode,
+    check_datamanager,
     check_dataset,
     check_model_config,
     check_nerfacto_config,
-    check_optimizer_rates,
+    check_optimizers,
 )
 from rff_field.nerf.divergence import report_divergence_in_one_line
 from rff_field.nerf.model import RFFNeRFModelConfig
@@ -31,6 +32,7 @@ def check_pipeline_config(config: VanillaPipelineConfig, test_mode: TestMode = "
         check_model_config(config.model)
     elif isinstance(config.model, RFFNerfactoModelConfig):
         check_nerfacto_config(config.model)
+    check_datamanager(config.datamanager)
     check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None))
 
 
@@ -51,7 +53,8 @@ class RFFTrainerConfig(TrainerConfig):
 
     def print_to_terminal(self) -> None:
         exit_on_usage_error(lambda: check_pipeline_config(self.pipeline, "val"))  # type: ignore[arg-type]
-        exit_on_usage_error(lambda: check_optimizer_rates(self.optimizers))
+        exit_on_usage_error(lambda: check_optimizers(self.optimizers))
+        exit_on_usage_error(lambda: check_fields(self, positive_int=("max_num_iterations",)))
         report_divergence_in_one_line()
         super().print_to_terminal()
 

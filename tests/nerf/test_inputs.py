@@ -165,6 +165,8 @@ def test_unsupported_options(override, message):
         ({"num_proposal_samples_per_ray": (64,)}, "a positive count for each of the 2 proposal iterations"),
         ({"near_plane": 2.0, "far_plane": 1.0}, "near-plane must lie in"),
         ({"line_search": LineSearchConfig(lr_max=-1.0)}, "line-search.lr-max"),
+        ({"appearance_embed_dim": -1}, "appearance-embed-dim must be positive"),
+        ({"distortion_loss_mult": -1.0}, "distortion-loss-mult must be zero or positive"),
     ],
 )
 def test_unsupported_nerfacto_options(override, message):
@@ -209,6 +211,33 @@ def test_trainer_refuses_a_negative_learning_rate_before_the_config_dump(scene, 
     err = capsys.readouterr()
     assert "--optimizers.fields.optimizer.lr must be a positive finite number, got -1.0" in err.err
     assert "Config" not in err.out
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: setattr(c.optimizers["fields"]["optimizer"], "eps", -1.0),
+         "--optimizers.fields.optimizer.eps must be zero or positive"),
+        (lambda c: setattr(c.optimizers["fields"]["optimizer"], "weight_decay", -1.0),
+         "--optimizers.fields.optimizer.weight-decay must be zero or positive"),
+        (lambda c: setattr(c.optimizers["fields"]["scheduler"], "lr_final", -1.0),
+         "--optimizers.fields.scheduler.lr-final must be positive"),
+        (lambda c: setattr(c, "max_num_iterations", -5), "--max-num-iterations must be positive"),
+        (lambda c: setattr(c.pipeline.datamanager, "train_num_rays_per_batch", 0),
+         "--pipeline.datamanager.train-num-rays-per-batch must be positive"),
+    ],
+)  # fmt: skip
+def test_trainer_refuses_settings_torch_would_refuse_later(change, message, scene, capsys):
+    import copy
+
+    from rff_field.nerf.method_configs import rff_nerf_lite
+
+    config = copy.deepcopy(rff_nerf_lite.config)
+    config.pipeline.datamanager.data = scene
+    change(config)
+    with pytest.raises(SystemExit) as exit_info:
+        config.print_to_terminal()
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_ns_train_on_a_folder_without_transforms(tmp_path):
