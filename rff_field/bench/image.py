@@ -207,6 +207,9 @@ def list_images(folder: Path, names: tuple[str, ...]) -> list[Path]:
         raise UsageError(f"no PNG/JPEG images in {folder}")
     if not names:
         return list(available.values())
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise UsageError(f"image {', '.join(repeated)} is named more than once; name each image once")
     missing = [name for name in names if name not in available]
     if missing:
         raise UsageError(f"no image named {', '.join(missing)} in {folder} (names are file stems, e.g. kodim05)")

@@ -363,9 +363,8 @@ class NerfEvalTiming:
         labels = list(self.labels) or sorted(finished)
         missing = [label for label in labels if label not in finished]
         if missing or not labels:
-            raise UsageError(
-                f"no finished variant {missing or ''} under {self.out / 'runs'}; run `rff-bench nerf` first"
-            )
+            which = f" {', '.join(missing)}" if missing else "s"
+            raise UsageError(f"no finished variant{which} under {self.out / 'runs'}; run `rff-bench nerf` first")
         if self.views < 1 or self.rounds < 1:
             raise UsageError(f"--views and --rounds must be at least 1, got {self.views} and {self.rounds}")
         quiet_known_warnings()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rff_field.common.datasets import DATA_ROOT
+from rff_field.core.errors import UsageError
 from rff_field.image.data import downsample, load_image
 from rff_field.image.plots import history_series, plot_crops, pyplot
 
@@ -423,6 +424,8 @@ class ReproductionReport:
 def write_report(args: ReproductionReport) -> None:
     """Write results.json, results.md and the figures of the study into ``args.dest``."""
     runs = load_runs(args.runs)
+    if not runs:
+        raise UsageError(f"no finished runs under {', '.join(map(str, args.runs))}; run the benchmark first")
     args.dest.mkdir(parents=True, exist_ok=True)
     machines = sorted({m.get("machine", "?") for m in runs.values()})
     report = {"images": args.images, "iters": args.iters, "machines": machines, "tables": {}}

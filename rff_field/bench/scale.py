@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 
 from rff_field.bench.image import format_count
+from rff_field.core.errors import UsageError
 from rff_field.core.line_search import BRANCHES, filter_step_branch
 from rff_field.image.plots import pyplot
 
@@ -79,6 +80,8 @@ class ScaleReport:
     def main(self) -> None:
         """Write the report."""
         summary = summarize(self.out, list(self.images))
+        if not summary["runs_done"]:
+            raise UsageError(f"no finished runs under {self.out}/*/runs; run the scale study's protocols first")
         self.dest.mkdir(parents=True, exist_ok=True)
         answers = self.dest / "scale_answers.md"
         (self.dest / "scale.md").write_text(markdown(summary, answers.read_text() if answers.exists() else None))

@@ -70,6 +70,8 @@ class ExportMesh:
         check_writable_folder(self.output_path.parent, "--output-path's folder")
         if (self.bbox_min is None) != (self.bbox_max is None):
             raise UsageError("give both --bbox-min and --bbox-max, or neither")
+        if not all(math.isfinite(v) for v in (*(self.bbox_min or ()), *(self.bbox_max or ()))):
+            raise UsageError(f"--bbox-min {self.bbox_min} and --bbox-max {self.bbox_max} must be finite numbers")
         if self.bbox_min is not None and self.bbox_max is not None:
             if not all(lo < hi for lo, hi in zip(self.bbox_min, self.bbox_max)):
                 raise UsageError(f"--bbox-min {self.bbox_min} must be below --bbox-max {self.bbox_max} on every axis")

@@ -268,3 +268,22 @@ def test_divergence_hints_name_the_filter_only_where_there_is_one():
     assert not any("line-search" in hint for hint in plain) and any("line-search.lr-max" in h for h in filtered)
     assert sdf_hints(SDFTrainConfig(), 1e-3, filtered=False) == ["a lower --lr (now 0.001)"]
     assert "--line-search.lr-max" in sdf_hints(SDFTrainConfig(), 1e-3, filtered=True)[1]
+
+
+def test_reports_without_runs_and_repeated_names_are_refused(picture, tmp_path, monkeypatch, capsys):
+    cases = [
+        (["scale-report", "--out", tmp_path / "none", "--dest", tmp_path / "d"], "no finished runs"),
+        (["reproduction-report", "--runs", tmp_path / "none", "--dest", tmp_path / "d"], "no finished runs"),
+        (["image", "--images", picture.parent, "--names", "pic", "pic", "--out", tmp_path / "o"],
+         "image pic is named more than once"),
+    ]  # fmt: skip
+    for args, message in cases:
+        code, err = run(bench.entrypoint, args, monkeypatch, capsys)
+        assert code == 2 and message in err, args
+    assert not (tmp_path / "d").exists() and not (tmp_path / "o").exists()
+    config = tmp_path / "config.yml"
+    config.write_text("{}")
+    args = ["--load-config", config, "--output-path", tmp_path / "m.ply", "--bbox-min", "-1", "-1", "-1",
+            "--bbox-max", "inf", "1", "1"]  # fmt: skip
+    code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
+    assert code == 2 and "must be finite numbers" in err
