@@ -82,8 +82,15 @@ class NerfBenchConfig:
         labels = [variant.label for variant in variants]
         if len(set(labels)) != len(labels):
             raise UsageError(f"two variants share a label in {labels}; give them distinct LABEL: prefixes")
-        for variant in variants:
-            trainer_config(self, variant, self.out)  # unknown methods and options fail now, before any training
+        from rff_field.nerf.pipeline import RFFTrainerConfig
+
+        for variant in variants:  # unknown methods and options fail now, before any training or run folder
+            config = trainer_config(self, variant, self.out)
+            if isinstance(config, RFFTrainerConfig):
+                try:
+                    config.check()
+                except UsageError as err:
+                    raise UsageError(f"variant {variant.label!r}: {err}") from None
         return variants
 
     def main(self) -> None:

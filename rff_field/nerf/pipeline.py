@@ -51,10 +51,14 @@ class RFFTrainerConfig(TrainerConfig):
     """nerfstudio's trainer config, whose options and dataset ``ns-train`` checks before it prints and saves it
     (so that a mistake stops at once, with one line, and leaves no run folder behind)."""
 
+    def check(self) -> None:
+        """Raise :class:`UsageError` for options or a dataset that cannot work."""
+        check_pipeline_config(self.pipeline, "val")  # type: ignore[arg-type]
+        check_optimizers(self.optimizers)
+        check_fields(self, positive_int=("max_num_iterations",))
+
     def print_to_terminal(self) -> None:
-        exit_on_usage_error(lambda: check_pipeline_config(self.pipeline, "val"))  # type: ignore[arg-type]
-        exit_on_usage_error(lambda: check_optimizers(self.optimizers))
-        exit_on_usage_error(lambda: check_fields(self, positive_int=("max_num_iterations",)))
+        exit_on_usage_error(self.check)
         report_divergence_in_one_line()
         super().print_to_terminal()
 

@@ -74,7 +74,9 @@ def test_bad_variants_fail_before_training(scene, tmp_path):
         tiny_bench(scene, tmp_path, variants=("rff-nerf-lite", "rff-nerf-lite")).check()
     with pytest.raises(UsageError, match="out of range"):
         tiny_bench(scene, tmp_path, jobs=JobOptions(job=5)).main()
-    assert not (tmp_path / "runs").exists()
+    with pytest.raises(UsageError, match=r"variant 'ls': --pipeline.model.line-search.lr-max must be"):
+        tiny_bench(scene, tmp_path, variants=("ls:rff-nerf-lite,line_search.lr_max=-1",)).main()
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "nerfstudio").exists()
 
 
 NERFACTO_TINY = (
