@@ -152,7 +152,9 @@ class BenchConfig:
     names: tuple[str, ...] = ()
     """Image names (file stems) to use, in this order; empty: every image in the folder."""
     variants: tuple[str, ...] = DEFAULT_VARIANTS
-    """Variants of the main grid: preset names or ``[LABEL:]METHOD[,key=value...]`` (see the module doc)."""
+    """Variants of the main grid: preset names or ``[LABEL:]METHOD[,key=value...]``, e.g.
+    ``wide:filtered-pe,hidden_features=128,line_search.lr_max=1e-2``; keys are this command's options with
+    underscores, ``match_params=LABEL`` sizes a plain network to another variant's parameter count."""
     fit: Annotated[FitConfig, Flat] = field(
         default_factory=lambda: FitConfig(iters=5000, network=NetworkConfig(hidden_features=64), log_every=250)
     )
