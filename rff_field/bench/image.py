@@ -443,6 +443,9 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
     check_fields(config, positive_int=("downsample", "batch_models", "sweep_iters", "long_iters"))
     jobs = build_jobs(config)
+    subjects = list(dict.fromkeys(job.subject for job in jobs if job.group == "main"))
+    if config.crops_image is not None and config.crops_image not in subjects:
+        raise UsageError(f"--crops-image {config.crops_image} is not one of the images: {', '.join(subjects)}")
     config.jobs.check(jobs)
     if config.jobs.list_jobs:
         print_jobs(jobs, config.out)

@@ -276,6 +276,9 @@ def test_reports_without_runs_and_repeated_names_are_refused(picture, tmp_path, 
         (["reproduction-report", "--runs", tmp_path / "none", "--dest", tmp_path / "d"], "no finished runs"),
         (["image", "--images", picture.parent, "--names", "pic", "pic", "--out", tmp_path / "o"],
          "image pic is named more than once"),
+        (["image", "--images", picture.parent, "--crops-image", "nope", "--sweep-names", "--long-names", "--out",
+          tmp_path / "o"],
+         "--crops-image nope is not one of the images: pic"),
     ]  # fmt: skip
     for args, message in cases:
         code, err = run(bench.entrypoint, args, monkeypatch, capsys)
