@@ -183,6 +183,10 @@ class Bench:
             if repeated:
                 raise UsageError(f"two shapes are named {', '.join(repeated)} (results are kept by file stem); "
                                  "rename or copy one of the files")  # fmt: skip
+            names = stems or ["generated"]
+            if self.figure_mesh is not None and self.figure_mesh not in names:
+                raise UsageError(f"--figure-mesh {self.figure_mesh} is not one of the shapes: {', '.join(names)}")
+            check_fields(self, positive_int=("pool_size",))
             missing = [str(pool) for pool in self.pools if not Path(pool).is_file()]
             if missing:
                 raise UsageError(f"no sample pool {', '.join(missing)}; write pools with `rff-sdf pool`")

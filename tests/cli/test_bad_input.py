@@ -96,6 +96,8 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
         (["fit", "--pool", "PICTURE"], "is not a sample pool (an .npz written by `rff-sdf pool`)"),
         (["bench", "--meshes", "OUT/missing.ply"], "no mesh file"),
         (["bench", "--meshes", "OUT/a/bunny.ply", "OUT/b/bunny.ply"], "two shapes are named bunny"),
+        (["bench", "--figure-mesh", "bunny"], "--figure-mesh bunny is not one of the shapes: generated"),
+        (["bench", "--pool-size", "0"], "--pool-size must be positive"),
         (["fit", "--eval-samples", "-1"], "--eval-samples must be positive"),
         (["fit", "--f-threshold", "nan"], "--f-threshold must be a finite number"),
         (["fit", "--grid-batch", "0"], "--grid-batch must be positive"),
