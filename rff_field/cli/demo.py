@@ -67,9 +67,7 @@ class Demo:
         check_fields(self, positive=("mesh_threshold",))  # a density: the mesh step would find no surface
         resolve_device(self.device)
         out = self.output_dir
-        if out.exists() and not out.is_dir():
-            raise UsageError(f"{out} is a file; choose a folder with --output-dir")
-        check_writable_folder(out, "--output-dir")
+        check_writable_folder(out, "--output-dir")  # also refuses a file
         if out.is_dir() and any(out.iterdir()):
             if not (out / MARKER).exists():
                 raise UsageError(f"{out} is not empty and was not written by rff-demo; choose another --output-dir")

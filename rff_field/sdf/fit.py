@@ -225,9 +225,11 @@ def initial_lr(method: str, train: SDFTrainConfig) -> float:
 def divergence_hints(config: SDFTrainConfig, lr: float, filtered: bool) -> list[str]:
     """What to try when an SDF fit diverges (``filtered``: the network has a filter)."""
     hints = [f"a lower --lr (now {lr:g})"]
-    if filtered and config.line_search.enabled:
+    if not filtered:
+        return hints
+    if config.line_search.enabled:
         hints.append(f"a lower --line-search.lr-max (now {config.line_search.lr_max:g})")
-    elif filtered:
+    else:
         hints.append(f"a lower --filter-lr (now {config.filter_lr if config.filter_lr is not None else lr:g})")
     return hints
 
