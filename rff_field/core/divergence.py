@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Mapping, Optional, Sequence
 
 import torch
@@ -30,17 +31,23 @@ def divergence_message(
     counts: Mapping[str, int],
     hints: Sequence[str],
     kept: str,
+    first_loss: Optional[float] = None,
 ) -> str:
     """``training diverged at step N: <what>; try <hints>; <what was kept>``.
 
     Args:
-        step: The step at which the loss or a parameter was first seen non-finite.
-        loss: That step's loss (None when it was finite or unknown).
+        step: The step at which the loss or a parameter was first seen non-finite (or the loss blew up).
+        loss: That step's loss (None when it was sound or unknown).
         counts: Non-finite values per parameter group (e.g. ``{"filter": 0, "field": 12}``).
         hints: What to try, each a short clause naming an option and its value.
         kept: What the user keeps (e.g. the last finite checkpoint).
+        first_loss: The first step's loss, for a finite ``loss`` that diverged by growing far beyond it.
     """
-    what = [f"the loss is {loss}"] if loss is not None else []
+    what = []
+    if loss is not None and math.isfinite(loss) and first_loss is not None:
+        what.append(f"the loss rose to {loss:.3g}, {loss / first_loss:.2g} times its first value ({first_loss:.3g})")
+    elif loss is not None:
+        what.append(f"the loss is {loss}")
     bad = [f"{count:,} {name} parameters" for name, count in counts.items() if count]
     if bad:
         what.append(" and ".join(bad) + " are not finite")
@@ -48,27 +55,42 @@ def divergence_message(
     return f"training diverged at step {step}: {found}; try {' or '.join(hints)}; {kept}"
 
 
+# A loss this many times the first step's counts as diverged: a network whose outputs left the target's range
+# by orders of magnitude does not come back, and a finite loss would otherwise hide it until the end.
+BLOWUP_FACTOR = 1e4
+
+
 class LastFiniteState:
     """Checks a training every few steps, and keeps a copy of the model from the last check whose state is known to
-    be finite: its parameters and the loss it gave.
+    be sound: finite parameters, and a finite loss at most ``blowup`` times the first step's.
 
     The training loop records each step's loss on the device (no host synchronisation) and calls :meth:`check`
     now and then (e.g. with its progress updates): one synchronisation then tells whether any recorded loss or any
-    parameter went non-finite. A copy taken at a check counts as finite once the next check has seen the loss it
-    gave (the first loss recorded after it). On divergence the model is put back to the latest such copy (of step
-    ``step``) and :class:`TrainingDiverged` says at which step (``diverged_at``), what went non-finite and what to
-    try.
+    parameter went non-finite, or a loss blew up. A copy taken at a check counts as sound once the next check has
+    seen the loss it gave (the first loss recorded after it). On divergence the model is put back to the latest
+    such copy (of step ``step``) and :class:`TrainingDiverged` says at which step (``diverged_at``), what went wrong
+    and what to try.
 
     Args:
         model: The network being trained.
         groups: Its parameters by name, as the message should count them (e.g. ``{"filter": ..., "INR": ...}``).
         hints: What to try, each a short clause naming an option and its value.
+        blowup: A loss more than this many times the first step's counts as diverged.
     """
 
-    def __init__(self, model: nn.Module, groups: Mapping[str, Sequence[Tensor]], hints: Sequence[str]) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        groups: Mapping[str, Sequence[Tensor]],
+        hints: Sequence[str],
+        blowup: float = BLOWUP_FACTOR,
+    ) -> None:
         self.model = model
         self.groups = groups
         self.hints = hints
+        self.blowup = blowup
+        self.first_loss: Optional[Tensor] = None  # on the device: the first step's loss, and the ceiling it sets
+        self.ceiling: Optional[Tensor] = None
         self.diverged_at: Optional[int] = None
         self.step = 0
         self.state = self._copy()  # the copy of step `step`; the initial model when nothing finite was seen yet
@@ -84,15 +106,22 @@ class LastFiniteState:
 
     @torch.no_grad()
     def check(self, step: int, losses: Tensor) -> None:
-        """Raise :class:`TrainingDiverged` (after restoring the model) if a loss or parameter is not finite.
+        """Raise :class:`TrainingDiverged` (after restoring the model) if a parameter or loss is not finite, or a loss
+        exceeds ``blowup`` times the first.
 
         Args:
             step: The step count so far (the losses are those of steps ``step - len(losses)`` .. ``step - 1``).
             losses: The losses recorded since the last check, on the model's device.
         """
-        finite = torch.isfinite(losses)
+        if self.first_loss is None and len(losses):
+            first = losses[0]  # a first loss of 0 sets no ceiling
+            self.ceiling = torch.where(first > 0, first * self.blowup, torch.full_like(first, math.inf))
+            self.first_loss = first.clone()
+        sound = torch.isfinite(losses)
+        if self.ceiling is not None:
+            sound &= losses <= self.ceiling
         counts = nonfinite_counts(self.groups)
-        bad = (~finite).nonzero()
+        bad = (~sound).nonzero()
         if len(losses) and (not len(bad) or int(bad[0]) > 0):
             self.step, self.state = self._unseen_step, self._unseen_state  # the loss it gave, losses[0], is finite
         if not len(bad) and not any(counts.values()):
@@ -102,5 +131,6 @@ class LastFiniteState:
         self.diverged_at = first if self.diverged_at is None else min(self.diverged_at, first)
         loss = float(losses[int(bad[0])]) if len(bad) else None
         self.model.load_state_dict(self.state)
-        kept = f"the model of step {self.step}, the last finite one, was kept"
-        raise TrainingDiverged(divergence_message(first, loss, counts, self.hints, kept))
+        kept = f"the model of step {self.step}, the last sound one, was kept"
+        first_loss = float(self.first_loss) if self.first_loss is not None else None
+        raise TrainingDiverged(divergence_message(first, loss, counts, self.hints, kept, first_loss))

@@ -1,7 +1,8 @@
 """The errors a command reports to its user in one line (no traceback).
 
 ``UsageError``: the input cannot work (a bad option, file or folder); commands exit with status 2.
-``TrainingDiverged``: training produced a non-finite loss or parameter; commands exit with status 3.
+``TrainingDiverged``: training produced a non-finite loss or parameter, or its loss blew up; commands exit with
+status 3.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ class UsageError(ValueError):
 
 
 class TrainingDiverged(RuntimeError):
-    """Training produced a non-finite loss or parameter; the message says at which step, what, and what to try."""
+    """Training produced a non-finite loss or parameter, or its loss blew up; the message says at which step, what,
+    and what to try."""
 
 
 def check_positive(name: str, value: float, integer: bool = False) -> None:

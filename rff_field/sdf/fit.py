@@ -178,7 +178,7 @@ class SDFTrainConfig:
     device: str = "cpu"
     """Torch device, e.g. cpu or cuda."""
     log_every: int = 50
-    """Steps between progress updates and checks for a non-finite loss (each reads the losses on the host)."""
+    """Steps between progress updates and checks for divergence (each reads the losses on the host)."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work (before any sampling)."""
@@ -244,8 +244,8 @@ def train_sdf(
     """Fit ``network`` to the SDF that ``sampler`` draws from.
 
     The losses and the line search's rates stay on the device; they are read every ``config.log_every`` steps,
-    where a non-finite loss or parameter stops training: the network is then put back to its state of the last
-    read, where the result ends (:class:`~rff_field.core.divergence.LastFiniteState`).
+    where a non-finite loss or parameter, or a blown-up loss, stops training: the network is then put back to its
+    state of the last sound read, where the result ends (:class:`~rff_field.core.divergence.LastFiniteState`).
 
     Args:
         network: From :func:`build_sdf_network`.

@@ -29,7 +29,7 @@ def test_a_finite_check_keeps_the_state_and_a_diverged_one_restores_it():
     with pytest.raises(TrainingDiverged) as info:
         guard.check(14, torch.tensor([0.4, float("inf"), float("nan"), 0.3]))  # steps 10..13: step 10's loss finite
     assert str(info.value).startswith("training diverged at step 11: the loss is inf; 6 INR parameters")
-    assert "the model of step 10, the last finite one, was kept" in str(info.value)
+    assert "the model of step 10, the last sound one, was kept" in str(info.value)
     assert torch.equal(model.weight, torch.full((2, 3), 2.0))
 
 
@@ -57,3 +57,23 @@ def test_a_state_whose_own_loss_is_not_finite_is_not_kept():
     with pytest.raises(TrainingDiverged, match="at step 3: the loss is inf; try a lower --lr; the model of step 2"):
         guard.check(4, torch.tensor([float("inf")]))
     assert torch.equal(model.weight, torch.full((2, 3), 2.0)) and guard.step == 2
+
+
+def test_a_finite_loss_that_blows_up_counts_as_diverged():
+    model = nn.Linear(3, 2)
+    guard = LastFiniteState(model, {"INR": list(model.parameters())}, ["a lower --lr"], blowup=100.0)
+    guard.check(2, torch.tensor([0.5, 40.0]))  # 80 times the first loss: spikes below the ceiling are training
+    with torch.no_grad():
+        model.weight.fill_(3.0)
+    guard.check(4, torch.tensor([1.0, 2.0]))
+    with pytest.raises(TrainingDiverged) as info:
+        guard.check(6, torch.tensor([49.0, 51.0]))  # 102 times the first loss, finite
+    assert str(info.value).startswith("training diverged at step 5: the loss rose to 51, 1e+02 times its first")
+    assert "the model of step 4, the last sound one, was kept" in str(info.value)
+    assert torch.equal(model.weight, torch.full((2, 3), 3.0))
+
+
+def test_a_first_loss_of_zero_sets_no_ceiling():
+    model = nn.Linear(1, 1)
+    guard = LastFiniteState(model, {"INR": list(model.parameters())}, ["a lower --lr"])
+    guard.check(3, torch.tensor([0.0, 1e3, 1e30]))
