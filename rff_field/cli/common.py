@@ -8,11 +8,14 @@ exit status 3, Ctrl-C into 130, and a closed output pipe (``rff-image --help | h
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import re
 import sys
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import tyro
+from tyro import _strings as tyro_strings
 
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
 
@@ -63,6 +66,42 @@ def quiet_broken_pipe() -> Iterator[None]:
         sys.exit(BROKEN_PIPE_EXIT_STATUS)
 
 
+LIST_ITEM = re.compile(r"([-*•]|\d+[.)])\s")
+
+
+def join_wrapped_lines(text: str) -> str:
+    """Help text with the line breaks of a wrapped docstring removed: paragraphs (a blank line between), list items
+    (``- ``, ``* ``, ``1. ``) and indented lines (a table) keep theirs; the help formatter wraps the rest."""
+    paragraphs = []
+    for paragraph in re.split(r"\n\s*\n", inspect.cleandoc(text)):
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not (line[:1].isspace() or LIST_ITEM.match(line)):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line.rstrip())
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+@contextlib.contextmanager
+def joined_help_lines() -> Iterator[None]:
+    """Parse with :func:`join_wrapped_lines` in place of tyro's own joiner, which breaks a help text at every
+    continuation line of an indented attribute docstring (and before every line that starts with a digit)."""
+    original = tyro_strings.remove_single_line_breaks
+    tyro_strings.remove_single_line_breaks = join_wrapped_lines
+    try:
+        yield
+    finally:
+        tyro_strings.remove_single_line_breaks = original
+
+
+def parse_command(command_type: Any, description: str, args: Optional[Sequence[str]] = None, **kwargs: Any) -> Any:
+    """``tyro.cli`` with help texts joined as written (:func:`joined_help_lines`)."""
+    with joined_help_lines():
+        return tyro.cli(command_type, args=args, description=description, **kwargs)
+
+
 def run_command(
     prog: str,
     command_type: Any,
@@ -84,7 +123,7 @@ def run_command(
     argv = translate_legacy_flags(sys.argv[1:] if args is None else args, legacy_flags)
     defaults = {} if default is None else {"default": default}
     with quiet_broken_pipe():
-        status, result = call_main(prog, tyro.cli(command_type, args=argv, description=description, **defaults))
+        status, result = call_main(prog, parse_command(command_type, description, argv, **defaults))
     if status:
         sys.exit(status)
     return result

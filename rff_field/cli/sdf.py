@@ -16,7 +16,7 @@ from typing import Annotated, Optional, Union
 import tyro
 
 from rff_field.bench.jobs import JobOptions
-from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
+from rff_field.cli.common import LINE_SEARCH_FLAGS, parse_command, run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError, check_fields
@@ -321,7 +321,7 @@ LEGACY_FLAGS = {
 
 def main(args: Optional[list[str]] = None) -> object:
     """Parse ``args`` and run the subcommand; user errors raise (see :func:`entrypoint`)."""
-    return tyro.cli(Command, args=args, description=__doc__).main()
+    return parse_command(Command, __doc__, args).main()
 
 
 def entrypoint(args: Optional[list[str]] = None) -> None:

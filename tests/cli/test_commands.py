@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rff_field.cli import bench, demo, export_mesh, image, sdf
-from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS
+from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, join_wrapped_lines
 
 BENCHMARKS = (
     "image image-merge image-timing filter-timing batch-timing reproduction-report scale-report sdf nerf nerf-timing "
@@ -38,6 +38,19 @@ def test_help(name, sub, monkeypatch, capsys):
     assert run(entrypoint, [sub, "--help"] if sub else ["--help"], monkeypatch) == 0
     text = capsys.readouterr().out
     assert "usage:" in text and "--" in text
+
+
+def test_help_texts_are_not_broken_at_the_docstrings_line_ends(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "300")  # no wrapping by the formatter either
+    assert run(image.entrypoint, ["fit", "--help"], monkeypatch) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("default: scikit-image's astronaut." in line for line in lines)
+    assert any("full batch up to 65,536 pixels, 2000 iterations" in line for line in lines)  # the description
+
+
+def test_wrapped_docstring_lines_are_joined_but_paragraphs_lists_and_tables_kept():
+    text = "First line\n    goes on\n    (here).\n\n    - one\n    - two,\n    continued\n    Table:\n        a  b\n"
+    assert join_wrapped_lines(text) == "First line goes on (here).\n\n- one\n- two, continued Table:\n    a  b"
 
 
 def test_demo_help(monkeypatch, capsys):
