@@ -23,9 +23,9 @@ mkdir -p "$OUT/logs"
     "filter:rff-nerf-lite" \
     "baseline-w140:rff-nerf-lite,use_filter=false,base_mlp_layer_width=140" \
     "baseline-long:rff-nerf-lite,use_filter=false,max_num_iterations=$((STEPS * 5 / 4))" > "$OUT/logs/train.log" 2>&1
-"$BENCH" nerf-timing "${COMMON[@]}" --rounds 20 --variants "baseline:rff-nerf-lite,use_filter=false" \
+"$BENCH" nerf-timing --overwrite "${COMMON[@]}" --rounds 20 --variants "baseline:rff-nerf-lite,use_filter=false" \
     "filter:rff-nerf-lite" > "$OUT/logs/timing.log" 2>&1
 # the paper-size rff-nerf (8x256 fields, 64+128 samples, 1024 rays): about 20 s per step on one core, so few steps
-"$BENCH" nerf-timing "${COMMON[@]}" --rounds 4 --block 3 --warmup 2 --variants \
+"$BENCH" nerf-timing --overwrite "${COMMON[@]}" --rounds 4 --block 3 --warmup 2 --variants \
     "baseline:rff-nerf,use_filter=false" "filter:rff-nerf" > "$OUT/logs/timing-rff-nerf.log" 2>&1
 echo "done: $OUT (write the report with: $BENCH nerf-report --out $OUT --dest benchmarks/nerf)"

@@ -32,8 +32,8 @@ SMALL=train_num_rays_per_batch=512,num_proposal_samples_per_ray="32 16",num_nerf
     "rff-nerf-lite:rff-nerf-lite" "nerfacto-small:nerfacto,$BLENDER,$SMALL" > "$OUT/logs/train.log" 2>&1
 "$BENCH" nerf "${COMMON[@]}" --steps 1000000 --seconds "$SECONDS_EACH" --clock "$CLOCK" --eval-views "$EVAL_VIEWS_SLOW" \
     --variants "nerfacto:nerfacto,$BLENDER" "vanilla-nerf:vanilla-nerf" > "$OUT/logs/train-slow.log" 2>&1
-"$BENCH" nerf-eval-timing --out "$OUT" --labels filter baseline baseline-w96 rff-nerf-lite nerfacto-small \
+"$BENCH" nerf-eval-timing --overwrite --out "$OUT" --labels filter baseline baseline-w96 rff-nerf-lite nerfacto-small \
     > "$OUT/logs/eval-timing.log" 2>&1
-"$BENCH" nerf-timing "${COMMON[@]}" --rounds 10 --variants "filter:$LITE" "baseline:$LITE,use_filter=false" \
+"$BENCH" nerf-timing --overwrite "${COMMON[@]}" --rounds 10 --variants "filter:$LITE" "baseline:$LITE,use_filter=false" \
     > "$OUT/logs/timing.log" 2>&1
 echo "done: $OUT (report: $BENCH nerf-report --out $OUT --dest benchmarks/nerf --name nerfacto --views r_0 r_96 r_192 --title ... --how ...)"

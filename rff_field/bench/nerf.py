@@ -29,7 +29,7 @@ from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import machine_description
 from rff_field.common.options import Flat
-from rff_field.common.outputs import check_writable_folder, write_json
+from rff_field.common.outputs import check_output_files, check_writable_folder, write_json
 from rff_field.core.errors import UsageError, check_fields
 
 DEFAULT_VARIANTS = ("baseline:rff-nerf-lite,use_filter=false", "filter:rff-nerf-lite")
@@ -274,7 +274,8 @@ class NerfTiming:
     of steps take turns, so every variant sees the same load (the fair per-step cost ratio)."""
 
     bench: Annotated[NerfBenchConfig, Flat] = field(default_factory=NerfBenchConfig)
-    """The variants and the scene (``--steps`` and ``--seconds`` are not used)."""
+    """The variants and the scene (``--steps`` and ``--seconds`` are not used; ``--overwrite`` replaces the
+    ``timing-<first method>.json`` of an earlier measurement)."""
     rounds: int = 10
     """Alternations (each variant runs one block per round)."""
     block: int = 10
@@ -288,7 +289,8 @@ class NerfTiming:
 
         variants = self.bench.check()
         check_fields(self, positive_int=("rounds", "block"), non_negative_int=("warmup",))
-        check_writable_folder(self.bench.out, "--out")
+        name = f"timing-{variants[0].method}.json"
+        check_output_files(self.bench.out, (name,), self.bench.jobs.overwrite, "--out")
         quiet_known_warnings()
         trainers = {}
         for variant in variants:
@@ -337,7 +339,7 @@ class NerfTiming:
             for label in labels
         }
         self.bench.out.mkdir(parents=True, exist_ok=True)
-        (self.bench.out / f"timing-{variants[0].method}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (self.bench.out / name).write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps(result, indent=1))
         return result
 
@@ -355,6 +357,8 @@ class NerfEvalTiming:
     """Test views rendered per round, evenly spaced."""
     rounds: int = 3
     """Rounds (each model renders the views once per round, in alternating order)."""
+    overwrite: bool = False
+    """Replace the eval-timing.json of an earlier run in --out."""
 
     def main(self) -> dict:
         """Measure and write ``eval-timing.json``; returns the result."""
@@ -364,7 +368,7 @@ class NerfEvalTiming:
         from rff_field.nerf.training import quiet_known_warnings
 
         check_fields(self, positive_int=("views", "rounds"))
-        check_writable_folder(self.out, "--out")
+        check_output_files(self.out, ("eval-timing.json",), self.overwrite, "--out")
 
         finished = {p.parent.name: json.loads(p.read_text()) for p in (self.out / "runs").glob("*/metrics.json")}
         labels = list(self.labels) or sorted(finished)
@@ -423,6 +427,8 @@ class HashGridTiming:
     """Entries per level, as a power of two."""
     rounds: int = 7
     """Counted rounds (one more warms up first); each times both encodings."""
+    overwrite: bool = False
+    """Replace hash_grid.json and hash_grid.md of an earlier run in --dest."""
 
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
@@ -431,7 +437,7 @@ class HashGridTiming:
         from rff_field.nerf.hash_grid import TorchHashEncoding
 
         check_fields(self, positive_int=("points", "levels", "log2_hashmap_size", "rounds"))
-        check_writable_folder(self.dest, "--dest")
+        check_output_files(self.dest, ("hash_grid.json", "hash_grid.md"), self.overwrite, "--dest")
         torch.manual_seed(0)
         args = dict(num_levels=self.levels, min_res=16, max_res=64,
                     log2_hashmap_size=self.log2_hashmap_size, implementation="torch")  # fmt: skip

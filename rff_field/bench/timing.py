@@ -20,7 +20,7 @@ import torch
 
 from rff_field.bench.image import BenchConfig, build_jobs, job_config
 from rff_field.common.machine import machine_description, resolve_device
-from rff_field.common.outputs import check_writable_folder
+from rff_field.common.outputs import check_output_files
 from rff_field.core import filter as filter_module
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import BiasFreeFilter
@@ -52,13 +52,15 @@ class ImageTiming:
     """Where to fit."""
     threads: int = 1
     """Torch threads (CPU)."""
+    overwrite: bool = False
+    """Replace timing.json and timing.md of an earlier run in --dest."""
 
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         if not self.image.is_file():
             raise UsageError(f"--image {self.image} does not exist")
         check_fields(self, positive_int=("block", "rounds", "threads"))
-        check_writable_folder(self.dest, "--dest")
+        check_output_files(self.dest, ("timing.json", "timing.md"), self.overwrite, "--dest")
         torch.set_num_threads(self.threads)
         fit = FitConfig(iters=self.block, network=NetworkConfig(hidden_features=self.hidden_features), lpips=False,
                         device=self.device, log_every=self.block)  # fmt: skip
@@ -132,11 +134,13 @@ class FilterTiming:
     """Passes per round and setting."""
     threads: int = 1
     """Torch threads."""
+    overwrite: bool = False
+    """Replace padding.json and padding.md of an earlier run in --dest."""
 
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         check_fields(self, positive_int=("samples", "rounds", "repeats", "threads"))
-        check_writable_folder(self.dest, "--dest")
+        check_output_files(self.dest, ("padding.json", "padding.md"), self.overwrite, "--dest")
         torch.set_num_threads(self.threads)
         torch.manual_seed(0)
         padded_multiple = filter_module.PAD_MULTIPLE
@@ -203,6 +207,8 @@ class BatchTiming:
     """Where to fit."""
     threads: int = 1
     """Torch threads (CPU)."""
+    overwrite: bool = False
+    """Replace batched.json and batched.md of an earlier run in --dest."""
 
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
@@ -210,7 +216,7 @@ class BatchTiming:
         from rff_field.image.fit import fit_image
 
         check_fields(self, positive_int=("block", "rounds", "threads"))
-        check_writable_folder(self.dest, "--dest")
+        check_output_files(self.dest, ("batched.json", "batched.md"), self.overwrite, "--dest")
 
         torch.set_num_threads(self.threads)
         fit = FitConfig(iters=self.block, network=NetworkConfig(hidden_features=self.hidden_features), lpips=False,

@@ -56,6 +56,21 @@ def check_writable_folder(folder: Path, option: str) -> None:
         raise UsageError(f"{option} {folder} is not writable ({err.strerror}); choose another folder") from None
 
 
+def check_output_files(folder: Path, names: Iterable[str], overwrite: bool, option: str) -> None:
+    """Raise :class:`UsageError` unless ``folder`` is writable and, without ``overwrite``, holds none of ``names``.
+
+    Args:
+        folder: Where the outputs will go.
+        names: The files the command writes there.
+        overwrite: Whether the user asked to replace them.
+        option: How the command line names the folder (e.g. ``--dest``), for the message.
+    """
+    check_writable_folder(folder, option)
+    existing = [name for name in names if (Path(folder) / name).exists()]
+    if existing and not overwrite:
+        raise UsageError(f"{folder} already holds {', '.join(existing)}; pass --overwrite or choose another {option}")
+
+
 def clear_outputs(folder: Path, names: Iterable[str]) -> None:
     """Remove the files ``names`` from ``folder`` where they exist (a run's own outputs, before it rewrites them)."""
     for name in names:

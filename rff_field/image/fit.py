@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from rff_field.common.cuda_graph import GraphedStep
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
-from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
+from rff_field.common.outputs import check_output_files, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
 from rff_field.core.divergence import LastFiniteState
@@ -465,10 +465,7 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
 
 def check_output_dir(out_dir: Path, overwrite: bool) -> None:
     """Refuse a folder that cannot be written, or that already holds fit outputs unless ``overwrite``."""
-    check_writable_folder(out_dir, "--out")
-    existing = [name for name in OUTPUT_FILES if (out_dir / name).exists()]
-    if existing and not overwrite:
-        raise UsageError(f"{out_dir} already holds {', '.join(existing)}; pass --overwrite or choose another --out")
+    check_output_files(out_dir, OUTPUT_FILES, overwrite, "--out")
 
 
 def plot_curves(metrics: dict, path: Path) -> None:

@@ -48,7 +48,9 @@ def test_variants_train_resume_and_report(scene, tmp_path):
     rendering = NerfEvalTiming(out=out, labels=("on", "off"), views=1, rounds=2).main()
     assert rendering["ratio_to_first"]["on"] == 1.0 and rendering["rays_per_second_median"]["off"] > 0
     with pytest.raises(UsageError, match="no finished variant"):
-        NerfEvalTiming(out=out, labels=("nosuch",)).main()
+        NerfEvalTiming(out=out, labels=("nosuch",), overwrite=True).main()
+    with pytest.raises(UsageError, match=r"already holds timing-.*\.json; pass --overwrite"):
+        NerfTiming(bench=bench, rounds=1, block=1, warmup=1).main()  # refused before any trainer is set up
     dest = tmp_path / "report"
     NerfReport(out=out, dest=dest, title="tiny").main()
     markdown = (dest / "results.md").read_text()

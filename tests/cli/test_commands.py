@@ -11,6 +11,7 @@ import pytest
 
 from rff_field.cli import bench, demo, export_mesh, image, sdf
 from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, join_wrapped_lines
+from rff_field.core.errors import UsageError
 
 BENCHMARKS = (
     "image image-merge image-timing filter-timing batch-timing reproduction-report scale-report sdf nerf nerf-timing "
@@ -77,6 +78,12 @@ def test_image_and_filter_timing_write_tables(tmp_path):
     grid = bench.HashGridTiming(dest=tmp_path / "h", points=64, levels=2, log2_hashmap_size=6, rounds=1).main()
     assert [r["pass"] for r in grid["rows"]] == ["forward", "forward+backward"]
     assert "| forward+backward |" in (tmp_path / "h" / "hash_grid.md").read_text()
+    table = (tmp_path / "f" / "padding.md").read_text()
+    with pytest.raises(UsageError, match="already holds padding.json, padding.md; pass --overwrite"):
+        bench.FilterTiming(dest=tmp_path / "f", widths=(6,), samples=64, rounds=1, repeats=1).main()
+    assert (tmp_path / "f" / "padding.md").read_text() == table
+    bench.FilterTiming(dest=tmp_path / "f", widths=(7,), samples=64, rounds=1, repeats=1, overwrite=True).main()
+    assert "| 7 |" in (tmp_path / "f" / "padding.md").read_text()
 
 
 def test_protocol_tables_start_the_image_benchmark(tmp_path, monkeypatch, capsys):
