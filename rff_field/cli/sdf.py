@@ -314,7 +314,6 @@ LEGACY_FLAGS = {
     "--line-search-direction": "--line-search.direction",
     "--filter-lr-max": "--line-search.lr-max",
     "--filter-lr-min": "--line-search.lr-min",
-    "--pe-bands": "--wire-bands",
 }
 """Options of earlier versions (before the line-search options moved under ``--line-search.``)."""
 

@@ -17,3 +17,6 @@ inside it keep theirs (``--line-search.lr-max``)."""
 
 NoPrefix = tyro.conf.OmitArgPrefixes if tyro is not None else "no-prefix"
 """A nested config whose options, and those of every config inside it, appear without any prefix."""
+
+Hidden = tyro.conf.Suppress if tyro is not None else "hidden"
+"""An inherited option that does not apply to this command (it keeps its default and is left out of --help)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Optional, Union
+from typing import Annotated, Callable, Literal, Optional, Union
 
 import numpy as np
 import torch
@@ -22,6 +22,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
+from rff_field.common.options import Hidden
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
@@ -74,6 +75,10 @@ class SDFNetworkConfig(NetworkConfig):
     """WIRE's wavelet inverse width (the WIRE repository's value for occupancy volumes)."""
     gauss_scale: float = 40.0
     """GAUSS's inverse width (the WIRE repository's occupancy script uses sigma0 = 40 for it too)."""
+    wire_bands: Annotated[Optional[int], Hidden] = None  # the WIRE PE needs an image size
+    sape_embedding: Annotated[Literal["rff", "pe"], Hidden] = "rff"  # SAPE is an image method
+    sape_res: Annotated[int, Hidden] = 128
+    sape_epsilon: Annotated[float, Hidden] = 1e-3
     bacon_max_frequency: float = 384.0
     """BACON's network sample rate per unit; the finest output of the 8-layer network holds up to half of it
     (BACON: 384)."""

@@ -125,3 +125,9 @@ def test_help_into_a_closed_pipe_exits_quietly():
     os.close(write_end)
     assert done.returncode == BROKEN_PIPE_EXIT_STATUS
     assert done.stderr == ""
+
+
+def test_sdf_help_leaves_out_image_only_network_options(monkeypatch, capsys):
+    assert run(sdf.entrypoint, ["fit", "--help"], monkeypatch) == 0
+    text = capsys.readouterr().out
+    assert "--pe-scale" in text and "--sape-res" not in text and "--wire-bands" not in text
