@@ -9,6 +9,7 @@ and before any optimizer of the step has changed a parameter or its state.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 import weakref
@@ -438,6 +439,12 @@ RECORD_FIELDS = ("loss", "d_filter", "lr_d_inr", "lr")
 of rate times slope) and the rate it set."""
 
 
+def no_cuda_runtime_notice(record: logging.LogRecord) -> bool:
+    """Drop torch's "No CUDA runtime is found, using CUDA_HOME=..." (logged when the compiler starts on a machine
+    with a CUDA toolkit but no GPU): the fused line search compiles for the CPU there, nothing to act on."""
+    return "No CUDA runtime is found" not in record.getMessage()
+
+
 class FilterLineSearch:
     """Sets the learning rate of the filter's parameter group before every optimizer step.
 
@@ -501,6 +508,8 @@ class FilterLineSearch:
         self.lr_min, self.lr_max, self.eps, self.c1 = lr_min, lr_max, eps, c1
         self.grad_scaler = grad_scaler
         self.fused = fused
+        if fused:
+            logging.getLogger("torch.utils.cpp_extension").addFilter(no_cuda_runtime_notice)  # once: same object
         self._compiled_row: Optional[Callable[..., Tensor]] = (
             torch.compile(line_search_row, fullgraph=True, dynamic=False) if fused else None
         )

@@ -5,6 +5,7 @@ the host."""
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 
 import pytest
@@ -292,3 +293,13 @@ def test_the_fused_line_search_compiles_once_while_the_schedule_moves_the_rates(
         opt.step()
         scheduler.step()
     assert hook.compiled and torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs <= 1
+
+
+def test_the_fused_line_search_hides_torchs_cuda_home_notice(caplog):
+    net, _, _ = make_problem(10)
+    filt, inr = split_filter_parameters(net)
+    FilterLineSearch(filt, inr, torch.optim.Adam([{"params": inr}, {"params": filt}]), lambda: None, fused=True)
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
+    logger.warning("something else")
+    assert [record.getMessage() for record in caplog.records if record.name == logger.name] == ["something else"]
