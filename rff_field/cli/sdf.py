@@ -20,6 +20,7 @@ from rff_field.cli.common import LINE_SEARCH_FLAGS, parse_command, run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError, check_fields
+from rff_field.sdf.data import GENERATED_SHAPE
 from rff_field.sdf.fit import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.run import OutputConfig
 
@@ -141,7 +142,7 @@ class Bench:
             raise UsageError("--methods is empty; give at least one method")
         network = SDFNetworkConfig(**{f.name: getattr(self.network, f.name) for f in dataclasses.fields(self.network)})
         protocol = {
-            "meshes": [str(m) for m in self.meshes or self.pools] or ["generated"],
+            "meshes": [str(m) for m in self.meshes or self.pools] or [GENERATED_SHAPE],
             "methods": list(self.methods),
             "network": dataclasses.asdict(network) | {"method": "per run"},
             "train": dataclasses.asdict(self.train),
@@ -183,7 +184,7 @@ class Bench:
             if repeated:
                 raise UsageError(f"two shapes are named {', '.join(repeated)} (results are kept by file stem); "
                                  "rename or copy one of the files")  # fmt: skip
-            names = stems or ["generated"]
+            names = stems or [GENERATED_SHAPE]
             if self.figure_mesh is not None and self.figure_mesh not in names:
                 raise UsageError(f"--figure-mesh {self.figure_mesh} is not one of the shapes: {', '.join(names)}")
             check_fields(self, positive_int=("pool_size",))
@@ -199,7 +200,7 @@ class Bench:
             out.mkdir(parents=True, exist_ok=True)
             shapes = [(Path(pool).stem, Path(pool)) for pool in self.pools]
             for mesh in () if self.pools else self.meshes or (None,):
-                name = Path(mesh).stem if mesh is not None else "generated"
+                name = Path(mesh).stem if mesh is not None else GENERATED_SHAPE
                 pool_path = out / "pools" / f"{name}.npz"
                 if not (self.resume and pool_path.is_file()):
                     sdf_bench.write_pool(

@@ -232,11 +232,15 @@ def generated_shape(subdivisions: int = 5) -> "o3d.geometry.TriangleMesh":
     return _clean(sphere)
 
 
+GENERATED_SHAPE = "generated"
+"""The name of the shape used when no mesh is given (:func:`generated_shape`)."""
+
+
 def load_shape(path: Optional[Union[str, Path]], fill_holes: bool = False) -> tuple[str, "o3d.geometry.TriangleMesh"]:
     """A shape's name and its checked mesh in BACON's normalised space; ``None`` gives the generated shape."""
     if path is None:
         mesh, _ = normalize_mesh(generated_shape())
-        return "generated", mesh
+        return GENERATED_SHAPE, mesh
     mesh, _ = normalize_mesh(load_mesh(path, fill_holes=fill_holes))
     return Path(path).stem, mesh
 
