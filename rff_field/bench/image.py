@@ -560,6 +560,8 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
     (config.out / "results.md").write_text(results_markdown(summary))
     from rff_field.image.plots import plot_bench_curves, plot_crops, plot_sweep
 
+    for stale in [*config.out.glob("crops_*.png"), *config.out.glob("curves_*.png"), config.out / "sweep.png"]:
+        stale.unlink(missing_ok=True)  # an earlier summary's figures: they would not match this results.md
     crops_image = config.crops_image or (jobs[0].subject if jobs else None)
     if crops_image:
         main_jobs = [j for j in jobs if j.group == "main" and j.subject == crops_image]

@@ -193,6 +193,10 @@ def test_bench_runs_resumes_and_summarises(image_folder, tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 13 and all("\tdone\t" in line for line in lines)
 
+    run_bench(tiny_bench(image_folder, out, sweep_names=(), crops_image="two", summarize_only=True))
+    figures = sorted(path.name for path in out.glob("*.png"))
+    assert figures == ["crops_flat_two.png", "crops_two.png", "curves_two.png"]  # the earlier summary's are gone
+
 
 def test_shard_and_single_job(image_folder, tmp_path):
     out = tmp_path / "out"
