@@ -439,6 +439,10 @@ RECORD_FIELDS = ("loss", "d_filter", "lr_d_inr", "lr")
 of rate times slope) and the rate it set."""
 
 
+COMPILED_SHAPES_PER_PROCESS = 64
+"""How many network shapes the fused line search compiles for in one process; later ones run it unfused."""
+
+
 def no_cuda_runtime_notice(record: logging.LogRecord) -> bool:
     """Drop torch's "No CUDA runtime is found, using CUDA_HOME=..." (logged when the compiler starts on a machine
     with a CUDA toolkit but no GPU): the fused line search compiles for the CPU there, nothing to act on."""
@@ -655,8 +659,16 @@ class FilterLineSearch:
         if self._compiled_ran:
             return self._compiled_row(*args)
         try:
-            row = self._compiled_row(*args)
-        except (torch._dynamo.exc.TorchDynamoException, torch._inductor.exc.InductorError, RuntimeError) as error:
+            # Every network shape compiles its own graph of the one function; torch's limit of 8 would end a
+            # process that fits more shapes (a benchmark) with an error, since the graph must be whole.
+            with torch._dynamo.config.patch(recompile_limit=COMPILED_SHAPES_PER_PROCESS):
+                row = self._compiled_row(*args)
+        except (
+            torch._dynamo.exc.TorchDynamoException,
+            torch._dynamo.exc.FailOnRecompileLimitHit,
+            torch._inductor.exc.InductorError,
+            RuntimeError,
+        ) as error:
             cause: BaseException = error
             while getattr(cause, "inner_exception", None) is not None:  # torch wraps the compiler's own error
                 cause = cause.inner_exception

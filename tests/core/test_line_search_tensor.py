@@ -7,11 +7,13 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import warnings
 
 import pytest
 import torch
 
-from rff_field.core.filter import split_filter_parameters
+from rff_field.core.encodings import PositionalEncoding
+from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import (
     FilterLineSearch,
     balanced_step_size,
@@ -19,6 +21,7 @@ from rff_field.core.line_search import (
     filter_step_size,
     filter_step_size_tensor,
 )
+from rff_field.inr.mlp import FourierFeatureMLP
 from tests.core.test_line_search_hook import make_problem
 from tests.host_reads import HostReads
 
@@ -303,3 +306,23 @@ def test_the_fused_line_search_hides_torchs_cuda_home_notice(caplog):
     logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
     logger.warning("something else")
     assert [record.getMessage() for record in caplog.records if record.name == logger.name] == ["something else"]
+
+
+def test_the_fused_line_search_compiles_for_more_network_shapes_than_torchs_limit(monkeypatch):
+    # torch's own limit (8 by default; 1 here) would end the process with an error: the graph must be whole
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    _, x, y = make_problem()
+    for width in (5, 6, 7):
+        net = FourierFeatureMLP(FilteredEncoding(PositionalEncoding(1, 4, 4.0)), 1, hidden_features=width)
+        filt, inr = split_filter_parameters(net)
+        opt = torch.optim.Adam([{"params": inr, "lr": 1e-2}, {"params": filt}])
+        step = {}
+        hook = FilterLineSearch(filt, inr, opt, lambda step=step: step["loss"], lr_max=1.0, fused=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback to the unfused line search
+            for _ in range(2):
+                opt.zero_grad()
+                step["loss"] = ((net(x) - y) ** 2).mean()
+                step["loss"].backward()
+                opt.step()
+        assert hook.compiled
