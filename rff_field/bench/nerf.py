@@ -28,7 +28,7 @@ from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_j
 from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import machine_description
-from rff_field.common.options import Flat
+from rff_field.common.options import Flat, Hidden
 from rff_field.common.outputs import check_output_files, check_writable_folder, write_json
 from rff_field.core.errors import UsageError, check_fields
 
@@ -269,19 +269,31 @@ def taking_turns(labels: list[str], round_index: int) -> list[str]:
 
 
 @dataclass
+class NerfTimingConfig(NerfBenchConfig):
+    """The scene and variants of a timing; the training budget and the job options do not apply."""
+
+    steps: Annotated[int, Hidden] = 2000
+    seconds: Annotated[Optional[float], Hidden] = None
+    clock: Annotated[Literal["wall", "cpu"], Hidden] = "wall"
+    eval_views: Annotated[Optional[int], Hidden] = None
+    jobs: Annotated[JobOptions, Hidden] = field(default_factory=JobOptions)
+
+
+@dataclass
 class NerfTiming:
     """Seconds per training step of the variants, measured with their trainers alternating in one process: blocks
     of steps take turns, so every variant sees the same load (the fair per-step cost ratio)."""
 
-    bench: Annotated[NerfBenchConfig, Flat] = field(default_factory=NerfBenchConfig)
-    """The variants and the scene (``--steps`` and ``--seconds`` are not used; ``--overwrite`` replaces the
-    ``timing-<first method>.json`` of an earlier measurement)."""
+    bench: Annotated[NerfTimingConfig, Flat] = field(default_factory=NerfTimingConfig)
+    """The variants and the scene."""
     rounds: int = 10
     """Alternations (each variant runs one block per round)."""
     block: int = 10
     """Steps per block."""
     warmup: int = 5
     """Untimed steps per variant first."""
+    overwrite: bool = False
+    """Replace the ``timing-<first method>.json`` of an earlier measurement in --out."""
 
     def main(self) -> dict:
         """Measure and write ``timing-<first method>.json``; returns the result."""
@@ -290,7 +302,7 @@ class NerfTiming:
         variants = self.bench.check()
         check_fields(self, positive_int=("rounds", "block"), non_negative_int=("warmup",))
         name = f"timing-{variants[0].method}.json"
-        check_output_files(self.bench.out, (name,), self.bench.jobs.overwrite, "--out")
+        check_output_files(self.bench.out, (name,), self.overwrite, "--out")
         quiet_known_warnings()
         trainers = {}
         for variant in variants:
