@@ -308,9 +308,9 @@ def test_the_fused_line_search_hides_torchs_cuda_home_notice(caplog):
     assert [record.getMessage() for record in caplog.records if record.name == logger.name] == ["something else"]
 
 
-def test_the_fused_line_search_compiles_for_more_network_shapes_than_torchs_limit(monkeypatch):
+@torch._dynamo.config.patch(recompile_limit=1)
+def test_the_fused_line_search_compiles_for_more_network_shapes_than_torchs_limit():
     # torch's own limit (8 by default; 1 here) would end the process with an error: the graph must be whole
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
     _, x, y = make_problem()
     for width in (5, 6, 7):
         net = FourierFeatureMLP(FilteredEncoding(PositionalEncoding(1, 4, 4.0)), 1, hidden_features=width)
