@@ -58,6 +58,7 @@ VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of questio
     ("x4-2000", "wire22-w256", "residual", "residual filter (1 + f_a(γ)) ⊙ γ"),
     ("x4-2000", "wire22-w256", "lsmax1e-2", "line search, lr_max 1e-2"),
     ("x2-2000", "wire26-w128", "residual", "residual filter (1 + f_a(γ)) ⊙ γ"),
+    ("x2-2000", "wire26-w128", "lsmax1e-2", "line search, lr_max 1e-2"),
     ("x4-8000", "wire22-w128", "residual", "residual filter, 8000 iterations"),
     ("x4-8000", "wire22-w128", "lsmax1e-2", "line search, lr_max 1e-2, 8000 iterations"),
     ("x2-8000", "wire26-w128", "residual", "residual filter, 8000 iterations"),
