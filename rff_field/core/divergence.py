@@ -89,8 +89,7 @@ class LastFiniteState:
         self.groups = groups
         self.hints = hints
         self.blowup = blowup
-        self.first_loss: Optional[Tensor] = None  # on the device: the first step's loss, and the ceiling it sets
-        self.ceiling: Optional[Tensor] = None
+        self.first_loss: Optional[Tensor] = None  # on the device
         self.diverged_at: Optional[int] = None
         self.step = 0
         self.state = self._copy()  # the copy of step `step`; the initial model when nothing finite was seen yet
@@ -114,12 +113,10 @@ class LastFiniteState:
             losses: The losses recorded since the last check, on the model's device.
         """
         if self.first_loss is None and len(losses):
-            first = losses[0]  # a first loss of 0 sets no ceiling
-            self.ceiling = torch.where(first > 0, first * self.blowup, torch.full_like(first, math.inf))
-            self.first_loss = first.clone()
+            self.first_loss = losses[0].clone()
         sound = torch.isfinite(losses)
-        if self.ceiling is not None:
-            sound &= losses <= self.ceiling
+        if self.first_loss is not None:  # a first loss of 0 sets no ceiling
+            sound &= (losses <= self.first_loss * self.blowup) | (self.first_loss <= 0)
         counts = nonfinite_counts(self.groups)
         bad = (~sound).nonzero()
         if len(losses) and (not len(bad) or int(bad[0]) > 0):
