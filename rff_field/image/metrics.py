@@ -10,8 +10,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-_LPIPS_UNAVAILABLE = object()
-_lpips_models: dict[str, object] = {}
+from rff_field.common.lpips import load_lpips
+
+_lpips_model: Optional[torch.nn.Module] = None
 
 
 def psnr_from_mse(mse: Union[float, Tensor]) -> Union[float, Tensor]:
@@ -37,27 +38,6 @@ def ssim(prediction: Float[Tensor, "H W C"], target: Float[Tensor, "H W C"]) -> 
     return float(structural_similarity(gt, pred, data_range=1.0, channel_axis=-1, win_size=win))
 
 
-def lpips_model(net_type: str = "alex", notify: Optional[Callable[[str], None]] = None) -> Optional[torch.nn.Module]:
-    """torchmetrics' LPIPS, or None when it cannot be built (its weights are downloaded on first use).
-
-    The outcome is cached per process, so an offline machine tries (and ``notify`` is called) only once.
-    """
-    model = _lpips_models.get(net_type)
-    if model is None:
-        try:
-            from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
-
-            model = LearnedPerceptualImagePatchSimilarity(net_type=net_type, normalize=True)
-            model.eval()
-        except Exception as error:  # offline: URLError; missing torchvision: ImportError; ...
-            model = _LPIPS_UNAVAILABLE
-            if notify is not None:
-                reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-                notify(f"LPIPS skipped (reported as null): its {net_type} weights could not be loaded ({reason})")
-        _lpips_models[net_type] = model
-    return None if model is _LPIPS_UNAVAILABLE else model  # type: ignore[return-value]
-
-
 @torch.no_grad()
 def lpips(
     prediction: Float[Tensor, "H W C"],
@@ -68,15 +48,17 @@ def lpips(
 
     Grayscale images are repeated to three channels.
     """
-    model = lpips_model("alex", notify)
-    if model is None:
+    global _lpips_model
+    if _lpips_model is None:
+        _lpips_model = load_lpips(notify or (lambda message: None))
+    if _lpips_model is None:
         return None
 
     def prepare(image: Tensor) -> Tensor:
         nchw = image.detach().float().clamp(0, 1).cpu().permute(2, 0, 1)[None]
         return nchw.expand(1, 3, *nchw.shape[2:]) if nchw.shape[1] == 1 else nchw
 
-    return float(model(prepare(prediction), prepare(target)))
+    return float(_lpips_model(prepare(prediction), prepare(target)))
 
 
 def image_metrics(

@@ -1,8 +1,7 @@
-"""Optional LPIPS: torchmetrics' LPIPS downloads AlexNet weights when built, which fails offline.
+"""LPIPS for NeRF models: a notice on nerfstudio's console when its weights cannot be loaded, and a NaN stand-in.
 
-:func:`load_lpips` returns the metric when it can be built, else ``None`` after one notice per process, so that
-training and evaluation go on with PSNR and SSIM. :func:`lpips_or_nan` lets nerfstudio's own models, which build
-LPIPS at once, be built and evaluated offline too (their LPIPS is then NaN).
+:func:`lpips_or_nan` lets nerfstudio's own models, which build LPIPS at once, be built and evaluated offline too
+(their LPIPS is then NaN).
 """
 
 from __future__ import annotations
@@ -14,26 +13,12 @@ import torch
 from nerfstudio.utils.rich_utils import CONSOLE
 from torch import nn
 
-_notice_shown = False
+from rff_field.common import lpips
 
 
 def load_lpips() -> Optional[nn.Module]:
-    """torchmetrics' ``LearnedPerceptualImagePatchSimilarity(normalize=True)``, or ``None`` if it cannot be built."""
-    global _notice_shown
-    try:
-        from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
-
-        return LearnedPerceptualImagePatchSimilarity(normalize=True)
-    except Exception as err:  # offline download, missing torchvision, corrupt cache...
-        if not _notice_shown:
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            CONSOLE.print(
-                f"[yellow]Notice: LPIPS is skipped (its AlexNet weights could not be loaded: {reason}); "
-                "PSNR and SSIM are still computed.[/yellow]",
-                soft_wrap=True,
-            )
-            _notice_shown = True
-        return None
+    """torchmetrics' LPIPS, or ``None`` after one notice per process on nerfstudio's console."""
+    return lpips.load_lpips(lambda message: CONSOLE.print(f"[yellow]Notice: {message}.[/yellow]", soft_wrap=True))
 
 
 class NaNLPIPS(nn.Module):

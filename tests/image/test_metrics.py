@@ -30,14 +30,7 @@ def test_ssim_identity_and_degradation():
     assert ssim(tiny, tiny) == pytest.approx(1.0)  # window shrinks to fit
 
 
-def test_lpips_unavailable_is_none_with_one_notice(monkeypatch):
-    import torchmetrics.image.lpip as lpip_module
-
-    def offline(*args, **kwargs):
-        raise OSError("no network")
-
-    monkeypatch.setattr(lpip_module, "LearnedPerceptualImagePatchSimilarity", offline)
-    monkeypatch.setattr(metrics, "_lpips_models", {})
+def test_lpips_unavailable_is_none_with_one_notice(lpips_offline, capsys):
     notices = []
     image = torch.rand(32, 32, 3)
     assert lpips(image, image, notices.append) is None
@@ -45,6 +38,7 @@ def test_lpips_unavailable_is_none_with_one_notice(monkeypatch):
     assert len(notices) == 1 and "LPIPS" in notices[0] and "\n" not in notices[0]
     result = image_metrics(image, image, with_lpips=True, notify=notices.append)
     assert set(result) == {"psnr", "ssim", "lpips"} and result["lpips"] is None and len(notices) == 1
+    assert len(lpips_offline) == 1 and "Downloading" not in str(capsys.readouterr())
 
 
 def test_lpips_runs_with_a_model_and_repeats_grayscale(monkeypatch):
@@ -55,6 +49,6 @@ def test_lpips_runs_with_a_model_and_repeats_grayscale(monkeypatch):
             seen.append(a.shape)
             return (a - b).abs().mean()
 
-    monkeypatch.setattr(metrics, "_lpips_models", {"alex": Fake()})
+    monkeypatch.setattr(metrics, "_lpips_model", Fake())
     value = lpips(torch.zeros(8, 8, 1), torch.ones(8, 8, 1))
     assert value == pytest.approx(1.0) and seen[0] == (1, 3, 8, 8)

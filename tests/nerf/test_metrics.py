@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from nerfstudio.data.scene_box import SceneBox
 from torch import nn
 
-import rff_field.nerf.lpips as lpips_module
 from rff_field.nerf.model import RFFNeRFModelConfig
 
 
@@ -37,23 +35,7 @@ def _outputs_and_batch(h: int = 16, w: int = 16):
     return outputs, {"image": (rgb + 0.05 * torch.randn(h, w, 3)).clamp(0, 1)}
 
 
-@pytest.fixture
-def offline(monkeypatch):
-    """LPIPS construction fails as it does offline."""
-    import torchmetrics.image.lpip as lpip
-
-    calls = []
-
-    def fail(*args, **kwargs):
-        calls.append(1)
-        raise OSError("<urlopen error [Errno -2] Name or service not known>")
-
-    monkeypatch.setattr(lpip, "LearnedPerceptualImagePatchSimilarity", fail)
-    monkeypatch.setattr(lpips_module, "_notice_shown", False)
-    return calls
-
-
-def test_without_lpips_weights_one_notice_and_psnr_ssim(offline, capsys):
+def test_without_lpips_weights_one_notice_and_psnr_ssim(lpips_offline, capsys):
     model = _model()
     outputs, batch = _outputs_and_batch()
     for _ in range(3):
@@ -61,14 +43,24 @@ def test_without_lpips_weights_one_notice_and_psnr_ssim(offline, capsys):
     assert set(metrics) == {"psnr", "ssim", "coarse_psnr"}
     assert 20 < metrics["psnr"] < 35 and 0 < metrics["ssim"] < 1
     assert images["img"].shape == (16, 48, 3)
-    assert len(offline) == 1  # tried once per model, not per image
+    assert len(lpips_offline) == 1  # tried once per process, not per image or model
     _model().get_image_metrics_and_images(outputs, batch)
-    notices = [line for line in capsys.readouterr().out.splitlines() if "LPIPS is skipped" in line]
-    assert len(notices) == 1 and "Name or service not known" in notices[0]
+    captured = capsys.readouterr()
+    notices = [line for line in captured.out.splitlines() if "LPIPS skipped" in line]
+    assert (
+        len(notices) == 1
+        and "Name or service not known" in notices[0]
+        and "Downloading" not in captured.out + captured.err
+    )
+    assert len(lpips_offline) == 1
 
 
 def test_lpips_used_when_available(monkeypatch):
     import torchmetrics.image.lpip as lpip
+
+    from rff_field.common import lpips
+
+    monkeypatch.setattr(lpips, "_failure", None)  # as if no earlier test had tried offline
 
     class FakeLPIPS(nn.Module):
         def forward(self, a, b):
@@ -81,6 +73,6 @@ def test_lpips_used_when_available(monkeypatch):
     assert not any("lpips" in k for k in model.state_dict())  # checkpoints do not depend on LPIPS
 
 
-def test_lpips_can_be_switched_off(offline):
+def test_lpips_can_be_switched_off(lpips_offline):
     metrics, _ = _model(compute_lpips=False).get_image_metrics_and_images(*_outputs_and_batch())
-    assert "lpips" not in metrics and offline == []
+    assert "lpips" not in metrics and lpips_offline == []
