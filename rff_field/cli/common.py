@@ -67,6 +67,7 @@ def quiet_broken_pipe() -> Iterator[None]:
 
 
 LIST_ITEM = re.compile(r"([-*•]|\d+[.)])\s")
+INLINE_CODE = re.compile(r"``([^`]+)``")
 
 
 def join_wrapped_lines(text: str) -> str:
@@ -84,12 +85,17 @@ def join_wrapped_lines(text: str) -> str:
     return "\n\n".join(paragraphs)
 
 
+def terminal_help_text(docstring: str) -> str:
+    """A docstring as help text: wrapped lines joined (:func:`join_wrapped_lines`), reST's ````code```` as `code`."""
+    return INLINE_CODE.sub(r"`\1`", join_wrapped_lines(docstring))
+
+
 @contextlib.contextmanager
 def joined_help_lines() -> Iterator[None]:
-    """Parse with :func:`join_wrapped_lines` in place of tyro's own joiner, which breaks a help text at every
+    """Parse with :func:`terminal_help_text` in place of tyro's own joiner, which breaks a help text at every
     continuation line of an indented attribute docstring (and before every line that starts with a digit)."""
     original = tyro_strings.remove_single_line_breaks
-    tyro_strings.remove_single_line_breaks = join_wrapped_lines
+    tyro_strings.remove_single_line_breaks = terminal_help_text
     try:
         yield
     finally:

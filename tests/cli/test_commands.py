@@ -47,6 +47,8 @@ def test_help_texts_are_not_broken_at_the_docstrings_line_ends(monkeypatch, caps
     lines = capsys.readouterr().out.splitlines()
     assert any("default: scikit-image's astronaut." in line for line in lines)
     assert any("full batch up to 65,536 pixels, 2000 iterations" in line for line in lines)  # the description
+    assert any("Where to train: `auto` picks CUDA" in line for line in lines)
+    assert not any("``" in line for line in lines)  # reST's inline code shown as `code`
 
 
 def test_wrapped_docstring_lines_are_joined_but_paragraphs_lists_and_tables_kept():
