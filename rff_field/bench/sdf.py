@@ -95,9 +95,9 @@ def write_pool(
     name, mesh = load_shape(mesh_path, fill_holes)
     shape = MeshSDF(mesh, coarse_scale, fine_scale, seed=seed, sign_rays=sign_rays)
     if progress:
-        from rich.progress import Progress
+        from rff_field.common.progress import LoggedProgress
 
-        with Progress() as bar:
+        with LoggedProgress() as bar:
             task = bar.add_task(f"sampling {name}", total=size)
             arrays = build_pool(shape, size, name, surface_samples, progress=lambda n: bar.advance(task, n))
     else:

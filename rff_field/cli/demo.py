@@ -163,17 +163,12 @@ class Demo:
 def _progress_bar(total: int):
     """A trainer hook that shows a rich progress bar for the training steps."""
     from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from rff_field.common.progress import LoggedProgress
 
     def attach(trainer) -> None:
-        progress = Progress(
+        progress = LoggedProgress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),

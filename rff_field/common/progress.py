@@ -1,11 +1,49 @@
-"""A rich progress bar for training loops, showing the current loss and the filter's learning rate."""
+"""Progress bars for long work: rich's bar on a terminal, and a line now and then in a log file."""
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+class LoggedProgress(Progress):
+    """rich's ``Progress``, which also shows progress where its output is not a terminal (a log file, a pipe).
+
+    There rich draws the bar only once, when it stops; this prints the bar's line at most every
+    ``log_interval_s`` seconds while the work goes on.
+    """
+
+    def __init__(self, *columns: Any, log_interval_s: float = 60.0, **kwargs: Any) -> None:
+        super().__init__(*columns, **kwargs)
+        self.log_interval_s = log_interval_s
+        self._logged_at = time.monotonic()
+
+    def update(self, task_id: TaskID, **kwargs: Any) -> None:
+        super().update(task_id, **kwargs)
+        self._log()
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        super().advance(task_id, advance)
+        self._log()
+
+    def _log(self) -> None:
+        if self.console.is_terminal or not self.live.is_started or self.finished:  # rich prints the last state
+            return
+        now = time.monotonic()
+        if now - self._logged_at >= self.log_interval_s:
+            self._logged_at = now
+            self.console.print(self.get_renderable())
 
 
 @contextmanager
@@ -20,7 +58,7 @@ def training_progress(total: int, description: str) -> Iterator[Callable[[int, f
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=False) as progress:
+    with LoggedProgress(*columns, transient=False) as progress:
         task = progress.add_task(description, total=total, loss="-", rate="")
 
         def on_step(step: int, loss: float, filter_lr: Optional[float]) -> None:
@@ -30,11 +68,13 @@ def training_progress(total: int, description: str) -> Iterator[Callable[[int, f
         yield on_step
 
 
-def psnr_progress(enabled: bool, total: int, description: str, label: str = "PSNR") -> tuple[Optional[Progress], Any]:
+def psnr_progress(
+    enabled: bool, total: int, description: str, label: str = "PSNR"
+) -> tuple[Optional[LoggedProgress], Any]:
     """A bar over a fit's iterations that shows its PSNR (the task's ``psnr`` field, shown as ``label``); the bar
     and its task, or (None, None) when not ``enabled``."""
     if not enabled:
         return None, None
-    bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
-                   TextColumn(f"{label} {{task.fields[psnr]:6.2f}} dB"), TimeRemainingColumn())  # fmt: skip
+    bar = LoggedProgress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
+                         TextColumn(f"{label} {{task.fields[psnr]:6.2f}} dB"), TimeRemainingColumn())  # fmt: skip
     return bar, bar.add_task("fit", total=total, psnr=float("nan"))
