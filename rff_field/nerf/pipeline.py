@@ -57,8 +57,20 @@ class RFFTrainerConfig(TrainerConfig):
         check_optimizers(self.optimizers)
         check_fields(self, positive_int=("max_num_iterations",))
 
+    def check_run_folder(self) -> None:
+        """Raise :class:`UsageError` where training would write over the checkpoints of an earlier run (the same
+        ``--timestamp``, or ``--load-config`` of a finished run) without continuing it."""
+        checkpoints = self.get_checkpoint_dir()
+        resuming = self.load_dir is not None or self.load_checkpoint is not None
+        if not resuming and any(checkpoints.glob("step-*.ckpt")):
+            raise UsageError(
+                f"{self.get_base_dir()} holds the checkpoints of an earlier run; pass --load-dir {checkpoints} to "
+                "continue it, or another --timestamp or --experiment-name to start a new run beside it"
+            )
+
     def print_to_terminal(self) -> None:
         exit_on_usage_error(self.check)
+        exit_on_usage_error(self.check_run_folder)
         report_divergence_in_one_line()
         super().print_to_terminal()
 

@@ -213,6 +213,28 @@ def test_trainer_refuses_a_negative_learning_rate_before_the_config_dump(scene, 
     assert "Config" not in err.out
 
 
+def test_trainer_refuses_to_write_over_an_earlier_runs_checkpoints(scene, tmp_path, capsys):
+    import copy
+
+    from rff_field.nerf.method_configs import rff_nerf_lite
+
+    config = copy.deepcopy(rff_nerf_lite.config)
+    config.pipeline.datamanager.data = scene
+    config.output_dir, config.timestamp = tmp_path, "again"
+    config.print_to_terminal()  # a new folder
+    checkpoint = config.get_checkpoint_dir() / "step-000000099.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"earlier run")
+    with pytest.raises(SystemExit) as exit_info:
+        config.print_to_terminal()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "holds the checkpoints of an earlier run; pass --load-dir" in err and "another --timestamp" in err
+    config.load_dir = checkpoint.parent
+    config.print_to_terminal()  # continuing it is what --load-dir asks for
+    assert checkpoint.read_bytes() == b"earlier run"
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
