@@ -65,7 +65,8 @@ class RFFTrainerConfig(TrainerConfig):
         if not resuming and any(checkpoints.glob("step-*.ckpt")):
             raise UsageError(
                 f"{self.get_base_dir()} holds the checkpoints of an earlier run; pass --load-dir {checkpoints} to "
-                "continue it, or another --timestamp or --experiment-name to start a new run beside it"
+                "continue it, or another --timestamp or --experiment-name to start a new run beside it (with "
+                "--load-config, which ignores both: a copy of the config.yml with another timestamp)"
             )
 
     def print_to_terminal(self) -> None:
