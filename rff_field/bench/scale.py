@@ -5,9 +5,13 @@ Reads the finished runs of the study's parts (``benchmarks/reproduction/protocol
 <label>/metrics.json``. Each setting runs as a pair, the plain MLP ``mlp-TAG`` and the filtered ``filt-TAG``; the
 variants of question 3 are filtered runs ``filt-TAG-VARIANT`` against the pair of ``TAG``. Writes into ``--dest``:
 
-  scale.md    the tables (and the hand-written answers, ``scale_answers.md`` beside it, when present)
-  scale.json  the same numbers, without histories
-  scale.png   the difference filtered - plain against the INR's parameters per value, and against iterations
+  scale.md           the tables (and the hand-written answers, ``scale_answers.md`` beside it, when present)
+  scale.json         the same numbers, with each long or variant run's best PSNR so far at ~64 iterations
+  scale.png          the difference filtered - plain against the INR's parameters per value, and against iterations
+  scale_variants.png the variants of the long runs against iterations
+
+With ``--previous`` an earlier scale.json stands in for the runs that are no longer (or never were) under
+``--out``, so that a new run adds to the report instead of replacing it.
 
 The line search's branches per phase of training come from each filtered run's recorded inputs (loss and the two
 slopes of every iteration) put through :func:`rff_field.core.line_search.filter_step_branch`, checked against the
@@ -65,6 +69,8 @@ VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of questio
 )
 PHASES = (("first 10%", 0.0, 0.1), ("middle 80%", 0.1, 0.9), ("last 10%", 0.9, 1.0))
 DIFF_MARKS = (100, 200, 500, 1000, 2000, 4000, 8000, 20000)
+CURVE_POINTS = 64
+"""Log-spaced iterations at which scale.json keeps a run's best PSNR so far (besides :data:`DIFF_MARKS`)."""
 
 
 @dataclass
@@ -77,19 +83,23 @@ class ScaleReport:
     """Where to write scale.md, scale.json and scale.png."""
     images: tuple[str, ...] = ("kodim05", "kodim01")
     """Images, in table order."""
+    previous: Optional[Path] = None
+    """An earlier scale.json (e.g. benchmarks/reproduction/scale.json) whose entries stand in for runs that are not
+    under --out; the runs under --out replace the entries of the same setting and image."""
 
     def main(self) -> None:
         """Write the report."""
+        if self.previous is not None and not self.previous.is_file():
+            raise UsageError(f"--previous {self.previous} is not a file; give an earlier scale.json or leave it out")
         summary = summarize(self.out, list(self.images))
+        if self.previous is not None:
+            summary = merge_previous(summary, json.loads(self.previous.read_text()))
         if not summary["runs_done"]:
             raise UsageError(f"no finished runs under {self.out}/*/runs; run the scale study's protocols first")
         self.dest.mkdir(parents=True, exist_ok=True)
         answers = self.dest / "scale_answers.md"
         (self.dest / "scale.md").write_text(markdown(summary, answers.read_text() if answers.exists() else None))
-        without_curves = {key: [{k: v for k, v in e.items() if k != "curves"} for e in summary[key]]
-                          for key in ("long", "variants")}  # fmt: skip
-        public = {**summary, **without_curves}
-        (self.dest / "scale.json").write_text(json.dumps(public, indent=1) + "\n")
+        (self.dest / "scale.json").write_text(json.dumps(summary, indent=1) + "\n")
         plot(summary, self.dest / "scale.png")
         plot_long_variants(summary, self.dest / "scale_variants.png")
         print(f"{summary['runs_done']} runs -> {self.dest / 'scale.md'}, scale.json, scale.png")
@@ -108,6 +118,35 @@ def best_so_far(history: list) -> np.ndarray:
     """The best PSNR up to each iteration (NaN entries skipped)."""
     values = np.array([np.nan if v is None else v for v in history], dtype=float)
     return np.fmax.accumulate(np.where(np.isnan(values), -np.inf, values))
+
+
+def compact_curve(history: list) -> dict:
+    """The best PSNR so far at about :data:`CURVE_POINTS` log-spaced iterations and at :data:`DIFF_MARKS` (None
+    before the first finite value): enough to plot a run and to take differences at the marks."""
+    best = best_so_far(history)
+    n = len(best)
+    spaced = np.geomspace(1, n, CURVE_POINTS).round().astype(int) if n else np.zeros(0, dtype=int)
+    iters = sorted({int(t) for t in spaced} | {t for t in DIFF_MARKS if t <= n})
+    return {"iters": iters, "psnr": [float(best[t - 1]) if np.isfinite(best[t - 1]) else None for t in iters]}
+
+
+def curve_difference(curve: Optional[dict], reference: Optional[dict]) -> Optional[tuple[list[int], list[float]]]:
+    """``curve - reference`` at the iterations both compact curves hold (None without both)."""
+    if not curve or not reference:
+        return None
+    theirs = dict(zip(reference["iters"], reference["psnr"]))
+    points = [(t, v - theirs[t]) for t, v in zip(curve["iters"], curve["psnr"]) if v is not None and theirs.get(t)]
+    return ([t for t, _ in points], [d for _, d in points]) if points else None
+
+
+def plot_difference(ax, diff: Optional[tuple[list[int], list[float]]], entry: dict, label: str) -> None:
+    """A curve of differences; without one, the entry's differences at :data:`DIFF_MARKS` with dots (entries
+    written before scale.json kept curves)."""
+    if diff is None and entry.get("diff_at"):
+        marks = sorted(int(t) for t in entry["diff_at"])
+        ax.plot(marks, [entry["diff_at"][str(t)] for t in marks], lw=1.2, marker=".", label=label)
+    elif diff is not None:
+        ax.plot(*diff, lw=1.2, label=label)
 
 
 def run_row(metrics: Optional[dict]) -> Optional[dict]:
@@ -200,7 +239,9 @@ def summarize(out: Path, images: list[str]) -> dict:
         for im in images:
             plain, filtered = get(folder, im, f"mlp-{tag}"), get(folder, im, f"filt-{tag}")
             if plain or filtered:
-                curves = {k: m["psnr_history"] for k, m in (("plain", plain), ("filtered", filtered)) if m}
+                curves = {
+                    k: compact_curve(m["psnr_history"]) for k, m in (("plain", plain), ("filtered", filtered)) if m
+                }
                 long.append({"folder": folder, "tag": tag, "setting": setting, "image": im,
                              **pair_summary(plain, filtered), "curves": curves})  # fmt: skip
     variants = []
@@ -210,7 +251,7 @@ def summarize(out: Path, images: list[str]) -> dict:
             if filtered is None:
                 continue
             plain, paper = get(folder, im, f"mlp-{base}"), get(folder, im, f"filt-{base}")
-            curves = {k: m["psnr_history"] for k, m in (("plain", plain), ("paper", paper), ("variant", filtered)) if m}
+            curves = {"variant": compact_curve(filtered["psnr_history"])}
             variants.append({"folder": folder, "base": base, "setting": setting, "image": im,
                              "filtered": run_row(filtered),
                              "vs_plain": filtered["best_psnr"] - plain["best_psnr"] if plain else None,
@@ -221,15 +262,67 @@ def summarize(out: Path, images: list[str]) -> dict:
         counts = branch_counts(metrics)
         if counts is not None:
             branches.append({"folder": folder, "image": image, "label": label, **counts})
-    return {
-        "images": images,
-        "runs_done": len(runs),
-        "machines": sorted({m["machine"] for m in runs.values() if m.get("machine")}),
-        "grid": grid,
-        "long": long,
-        "variants": variants,
-        "branches": branches,
-    }
+    machines = sorted({m["machine"] for m in runs.values() if m.get("machine")})
+    return with_counts(images, machines, {"grid": grid, "long": long, "variants": variants, "branches": branches})
+
+
+def with_counts(images: list[str], machines: list[str], tables: dict) -> dict:
+    """The summary: its images, the number of runs its tables show, the machines, and the tables."""
+    return {"images": images, "runs_done": len(run_keys(tables)), "machines": machines, **tables}
+
+
+def run_keys(tables: dict) -> set[tuple[str, str, str]]:
+    """``(folder, image, run)`` of every run the tables show."""
+    keys = set()
+    for row in tables["grid"]:
+        for image, v in row["images"].items():
+            keys |= {(row["folder"], image, f"{kind}-{row['tag']}") for kind in ("plain", "filtered") if v[kind]}
+    for e in tables["long"]:
+        keys |= {(e["folder"], e["image"], f"{kind}-{e['tag']}") for kind in ("plain", "filtered") if e[kind]}
+    keys |= {(e["folder"], e["image"], f"{e['base']} {e['setting']}") for e in tables["variants"]}
+    return keys
+
+
+def merge_previous(fresh: dict, previous: dict) -> dict:
+    """``fresh`` with ``previous``'s entries where ``fresh`` has no run of the same setting and image, in the
+    order of :data:`GRID`, :data:`LONG` and :data:`VARIANTS`. A fresh variant whose pair exists only in
+    ``previous`` gets its differences of best PSNR from the pair's entry there."""
+    images = fresh["images"]
+    old_grid = {(row["folder"], row["tag"]): row for row in previous.get("grid", [])}
+    for row in fresh["grid"]:
+        old = old_grid.get((row["folder"], row["tag"]), {}).get("images", {})
+        for image in images:
+            v = row["images"][image]
+            if not (v["plain"] or v["filtered"]) and image in old:
+                row["images"][image] = old[image]
+        diffs = [v["diff"] for v in row["images"].values() if v["diff"] is not None]
+        row["mean_diff"] = float(np.mean(diffs)) if len(diffs) == len(images) else None
+
+    def union(key: str, fields: tuple[str, ...], order: list[tuple]) -> list[dict]:
+        entries = {tuple(e[f] for f in fields): e for e in previous.get(key, [])}
+        entries = {k: e for k, e in entries.items() if k[:-1] in order and k[-1] in images}
+        entries.update({tuple(e[f] for f in fields): e for e in fresh[key]})
+        return sorted(entries.values(), key=lambda e: (order.index(tuple(e[f] for f in fields[:-1])),
+                                                       images.index(e["image"])))  # fmt: skip
+
+    long = union("long", ("folder", "tag", "image"), [(folder, tag) for folder, tag, _ in LONG])
+    variants = union("variants", ("folder", "base", "setting", "image"), [(f, b, s) for f, b, _, s in VARIANTS])
+    pairs = {(e["folder"], e["tag"], e["image"]): e for e in long}
+    pairs.update({(row["folder"], row["tag"], im): v for row in fresh["grid"] for im, v in row["images"].items()})
+    for e in variants:
+        pair = pairs.get((e["folder"], e["base"], e["image"]), {})
+        for name, kind in (("vs_plain", "plain"), ("vs_paper", "filtered")):
+            if e[name] is None and pair.get(kind):
+                e[name] = e["filtered"]["best_psnr"] - pair[kind]["best_psnr"]
+        if not e.get("diff_at"):
+            diff = curve_difference(e.get("curves", {}).get("variant"), pair.get("curves", {}).get("plain"))
+            e["diff_at"] = diff and {str(t): d for t, d in zip(*diff) if t in DIFF_MARKS}
+    branches = {(b["folder"], b["image"], b["label"]): b for b in previous.get("branches", []) if b["image"] in images}
+    branches.update({(b["folder"], b["image"], b["label"]): b for b in fresh["branches"]})
+    machines = sorted(set(fresh["machines"]) | set(previous.get("machines", [])))
+    tables = {"grid": fresh["grid"], "long": long, "variants": variants,
+              "branches": [branches[key] for key in sorted(branches)]}  # fmt: skip
+    return with_counts(images, machines, tables)
 
 
 def fmt(value: Optional[float], digits: int = 2, sign: bool = False) -> str:
@@ -251,7 +344,8 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
         "PyTorch's default initialisation, its rate set every step by the line search (lr_max 1e-3). **Best "
         "PSNR** over the iterations (dB) of the plain MLP (`mlp-pe`) and the filtered one (`filtered-pe`); "
         "Δ = filtered − plain. Runs: `rff-bench image --protocol benchmarks/reproduction/protocols.toml:scale-*`; "
-        "report: `rff-bench scale-report`.",
+        "report: `rff-bench scale-report` (with `--previous benchmarks/reproduction/scale.json` to keep the runs "
+        "no longer on disk).",
         "",
         f"Machine: {'; '.join(summary['machines']) or 'n/a'}; one torch thread per job on a core of its own (at "
         "most two jobs side by side). Finished runs: "
@@ -354,11 +448,10 @@ def plot(summary: dict, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax = axes[1]
     for e in summary["long"]:
-        curves = e["curves"]
-        if "plain" in curves and "filtered" in curves:
-            a, b = best_so_far(curves["plain"]), best_so_far(curves["filtered"])
-            n = min(len(a), len(b))
-            ax.plot(np.arange(1, n + 1), b[:n] - a[:n], lw=1.2, label=f"{e['setting']}, {e['image']}")
+        curves = e.get("curves", {})
+        plot_difference(
+            ax, curve_difference(curves.get("filtered"), curves.get("plain")), e, f"{e['setting']}, {e['image']}"
+        )
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xscale("log")
     ax.set_ylim(-4, 4)
@@ -374,30 +467,30 @@ def plot(summary: dict, path: Path) -> None:
 
 def plot_long_variants(summary: dict, path: Path) -> None:
     """Δ of the best PSNR so far against the plain MLP, one panel per long run's setting and image, for the
-    paper's filter and each variant (nothing when no variant ran long)."""
-    entries = [e for e in summary["variants"] if e["folder"] in LONG_FOLDERS and "plain" in e["curves"]]
+    paper's filter and each variant (nothing when no variant ran long). Entries written before scale.json kept
+    curves are drawn through their marks."""
+    pairs = {(e["folder"], e["tag"], e["image"]): e for e in summary["long"]}
     panels: dict[tuple[str, str, str], list[dict]] = {}
-    for e in entries:
-        panels.setdefault((e["folder"], e["base"], e["image"]), []).append(e)
+    for e in summary["variants"]:
+        if (e["folder"], e["base"], e["image"]) in pairs:
+            panels.setdefault((e["folder"], e["base"], e["image"]), []).append(e)
     if not panels:
         return
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.4), squeeze=False)
-    for ax, ((folder, base, image), mine) in zip(axes[0], panels.items()):
-        plain = best_so_far(mine[0]["curves"]["plain"])
-        lines = {"paper's filter": mine[0]["curves"].get("paper")}
-        lines.update({e["setting"]: e["curves"]["variant"] for e in mine})
-        for label, curve in lines.items():
-            if curve is not None:
-                b = best_so_far(curve)
-                n = min(len(plain), len(b))
-                ax.plot(np.arange(1, n + 1), b[:n] - plain[:n], lw=1.2, label=label)
+    for ax, (key, mine) in zip(axes[0], panels.items()):
+        pair = pairs[key]
+        plain = pair.get("curves", {}).get("plain")
+        lines = [("paper's filter", pair, curve_difference(pair.get("curves", {}).get("filtered"), plain))]
+        lines += [(e["setting"], e, curve_difference(e.get("curves", {}).get("variant"), plain)) for e in mine]
+        for label, e, diff in lines:
+            plot_difference(ax, diff, e, label)
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xscale("log")
         ax.set_ylim(-3, 3)
         ax.set_xlabel("iteration")
         ax.set_ylabel("Δ best PSNR so far, against the plain MLP (dB)")
-        ax.set_title(f"{image}, {folder.split('-')[0]} {base}", fontsize=9)
+        ax.set_title(f"{key[2]}, {key[0].split('-')[0]} {key[1]}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()

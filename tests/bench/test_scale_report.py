@@ -5,6 +5,7 @@ import json
 import pytest
 
 from rff_field.bench.scale import ScaleReport
+from rff_field.core.errors import UsageError
 from rff_field.core.line_search import filter_step_size
 
 ITERS = 100
@@ -69,8 +70,48 @@ def test_a_variant_of_a_long_run_gets_its_curve_and_figure(tmp_path):
         write_run(tmp_path / "out", "x2-8000", "kodim01", label, best)
     ScaleReport(out=tmp_path / "out", dest=tmp_path / "dest", images=("kodim01",)).main()
     variant, x2_variant = json.loads((tmp_path / "dest" / "scale.json").read_text())["variants"]
-    assert variant["diff_at"]["100"] == pytest.approx(0.5) and "curves" not in variant
+    assert variant["diff_at"]["100"] == pytest.approx(0.5)
+    curve = variant["curves"]["variant"]  # the best so far at log-spaced iterations and the marks, not every one
+    assert curve["iters"][0] == 1 and curve["iters"][-1] == ITERS and len(curve["iters"]) < ITERS
+    assert curve["psnr"][0] == 27.5 and curve["psnr"][-1] == 28.5
     assert x2_variant["vs_plain"] == pytest.approx(0.25) and x2_variant["vs_paper"] is None  # against its own scale
     text = (tmp_path / "dest" / "scale.md").read_text()
     assert "| x4 wire22-w128, residual filter, 8000 iterations | kodim01 | +0.50 |" in text
     assert (tmp_path / "dest" / "scale_variants.png").stat().st_size > 0 and "scale_variants.png" in text
+
+
+def test_previous_report_stands_in_for_runs_no_longer_on_disk(tmp_path):
+    for label, best in (("mlp-wire26-w128", 25.0), ("filt-wire26-w128", 24.75)):
+        write_run(tmp_path / "old", "x2-8000", "kodim05", label, best)
+    write_run(tmp_path / "old", "x4-2000", "kodim05", "mlp-wire22-w64", 22.0)
+    write_run(tmp_path / "old", "x4-2000", "kodim05", "filt-wire22-w64", 23.5)
+    ScaleReport(out=tmp_path / "old", dest=tmp_path / "first", images=("kodim05",)).main()
+    # later, on another disk: one variant of the long pair, and the base pair rerun with a new result
+    write_run(tmp_path / "new", "x2-8000", "kodim05", "filt-wire26-w128-residual", 25.5)
+    write_run(tmp_path / "new", "x4-2000", "kodim05", "mlp-wire22-w64", 22.5)
+    previous = tmp_path / "first" / "scale.json"
+    ScaleReport(out=tmp_path / "new", dest=tmp_path / "dest", images=("kodim05",), previous=previous).main()
+
+    summary = json.loads((tmp_path / "dest" / "scale.json").read_text())
+    assert summary["runs_done"] == 4  # the two of the long pair, the variant, the fresh plain run of the base
+    base = next(row for row in summary["grid"] if row["tag"] == "wire22-w64")["images"]["kodim05"]
+    assert base["plain"]["best_psnr"] == 22.5 and base["filtered"] is None  # a fresh run replaces the whole cell
+    (long,) = summary["long"]
+    assert long["diff"] == pytest.approx(-0.25)
+    (variant,) = summary["variants"]
+    assert variant["vs_plain"] == pytest.approx(0.5) and variant["vs_paper"] == pytest.approx(0.75)
+    assert variant["diff_at"]["100"] == pytest.approx(0.5)  # from the pair's curve kept in the earlier report
+    text = (tmp_path / "dest" / "scale.md").read_text()
+    assert (
+        "Finished runs: 4." in text and "| x2 wire26-w128, residual filter, 8000 iterations | kodim05 | +0.50 |" in text
+    )
+    assert (tmp_path / "dest" / "scale_variants.png").stat().st_size > 0
+
+
+def test_previous_must_be_a_file(tmp_path):
+    write_run(tmp_path / "out", "x4-2000", "kodim05", "mlp-wire22-w64", 22.0)
+    with pytest.raises(UsageError, match="--previous .* is not a file"):
+        ScaleReport(
+            out=tmp_path / "out", dest=tmp_path / "d", images=("kodim05",), previous=tmp_path / "no.json"
+        ).main()
+    assert not (tmp_path / "d").exists()
