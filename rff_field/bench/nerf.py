@@ -43,7 +43,8 @@ class NerfBenchConfig:
     data: Path = DATA_ROOT / "nerf_synthetic" / "chair"
     """The scene (a Blender-format folder, or whatever the methods' data parsers read)."""
     out: Path = Path("outputs/bench-nerf")
-    """Output folder: ``runs/<label>/`` per variant, timing.json, and the nerfstudio runs."""
+    """Output folder: ``runs/<label>/`` per variant, ``timing-<first method>.json`` (nerf-timing), and the
+    nerfstudio runs."""
     variants: tuple[str, ...] = DEFAULT_VARIANTS
     """Variants ``[LABEL:]METHOD[,key=value...]``; the first is the reference of the report's differences."""
     steps: int = 2000
