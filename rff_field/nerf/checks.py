@@ -103,31 +103,36 @@ def _needed_split(test_mode: TestMode) -> str:
     return "val" if test_mode == "val" else "test"
 
 
-def _check_transforms(path: Path, what: str) -> dict:
+def _check_transforms(path: Path, what: str, min_frames: int = 1) -> dict:
     try:
         meta = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise UsageError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); fix or regenerate it") from None
     frames = meta.get("frames") if isinstance(meta, dict) else None
-    if not frames:
-        raise UsageError(f"{path} lists no frames; {what} needs at least one image")
+    if not frames or len(frames) < min_frames:
+        listed = f"only {len(frames)} frame" if frames else "no frames"
+        raise UsageError(f"{path} lists {listed}; {what} needs at least {min_frames} image(s)")
     return meta
 
 
-def _check_images(data: Path, meta: dict, transforms: Path, suffix: str) -> None:
-    missing = []
-    for frame in meta["frames"]:
-        name = str(frame.get("file_path", "")).replace("./", "")
-        if not (data / (name + suffix)).exists():
-            missing.append(name + suffix)
+def _check_images(data: Path, names: list[str], transforms: Path) -> None:
+    """Raise :class:`UsageError` naming the first of the images ``names`` (relative to ``data``) that is missing."""
+    missing = [name for name in names if not (data / name).exists()]
     if missing:
         raise UsageError(
-            f"{len(missing)} image(s) listed in {transforms.name} are missing under {data}, e.g. {missing[0]}"
+            f"{len(missing)} image(s) listed in {transforms.name} are missing under {data}, e.g. {missing[0]}; "
+            f"restore them or remove their frames from {transforms.name}"
         )
 
 
-def check_blender_dataset(data: Path, test_mode: TestMode = "val") -> None:
-    """Raise :class:`UsageError` unless ``data`` is a Blender-format scene with the splits ``test_mode`` reads."""
+def _train_command(method: Optional[str], dataparser: str, data: Path) -> str:
+    """How to train ``method`` on ``data`` with the data parser ``dataparser`` (a subcommand after the options)."""
+    return f"ns-train {method or '<method>'} ... {dataparser} --data {data}"
+
+
+def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optional[str] = None) -> None:
+    """Raise :class:`UsageError` unless ``data`` is a Blender-format scene with the splits ``test_mode`` reads
+    (``method``: the method being trained, for the hint on the subcommand of another layout)."""
     data = Path(data)
     if not data.is_dir():
         raise UsageError(
@@ -137,8 +142,8 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val") -> None:
     if not (data / "transforms_train.json").exists():
         if (data / "transforms.json").exists():
             raise UsageError(
-                f"{data} holds transforms.json, a nerfstudio dataset; "
-                "add the subcommand 'nerfstudio-data' after the method name (ns-train rff-nerf nerfstudio-data ...)"
+                f"{data} holds transforms.json, a nerfstudio dataset; add the subcommand 'nerfstudio-data' after "
+                f"the options: {_train_command(method, 'nerfstudio-data', data)}"
             )
         raise UsageError(
             f"{data} has no transforms_train.json: not a Blender-format scene; pass --data to a folder with "
@@ -152,11 +157,14 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val") -> None:
         meta = _check_transforms(transforms, f"the '{split}' split")
         if "camera_angle_x" not in meta:
             raise UsageError(f"{transforms} has no camera_angle_x (the horizontal field of view); add it")
-        _check_images(data, meta, transforms, ".png")
+        names = [str(frame.get("file_path", "")).replace("./", "") + ".png" for frame in meta["frames"]]
+        _check_images(data, names, transforms)
 
 
-def check_nerfstudio_dataset(data: Path) -> None:
-    """Raise :class:`UsageError` unless ``data`` is a nerfstudio dataset (a folder with transforms.json, or it)."""
+def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None, method: Optional[str] = None) -> None:
+    """Raise :class:`UsageError` unless ``data`` is a nerfstudio dataset (a folder with transforms.json, or it) with
+    at least 2 frames whose images exist (in ``images_<downscale_factor>/`` for a factor above 1, as nerfstudio reads
+    them; ``method``: the method being trained, for the hint on the subcommand of another layout)."""
     data = Path(data)
     if not data.exists():
         raise UsageError(f"dataset {data} does not exist; pass --data to a folder holding transforms.json")
@@ -164,21 +172,54 @@ def check_nerfstudio_dataset(data: Path) -> None:
     if not transforms.exists():
         if (data / "transforms_train.json").exists():
             raise UsageError(
-                f"{data} holds transforms_train.json, a Blender-format scene; "
-                "use the subcommand 'blender-data' (ns-train rff-nerf blender-data ...) or no subcommand"
+                f"{data} holds transforms_train.json, a Blender-format scene; use the subcommand 'blender-data' "
+                f"after the options: {_train_command(method, 'blender-data', data)}"
             )
         raise UsageError(f"{data} has no transforms.json: not a nerfstudio dataset (see ns-process-data)")
-    _check_transforms(transforms, "a nerfstudio dataset")
+    # one frame would fail in nerfstudio's parser with a division by zero
+    meta = _check_transforms(transforms, "nerfstudio-data (it splits them into training and evaluation views)", 2)
+    paths = [Path(str(frame.get("file_path", ""))) for frame in meta["frames"]]
+    if downscale_factor is not None and downscale_factor > 1:
+        names = [f"images_{downscale_factor}/{path.name}" for path in paths]
+    else:
+        names = [str(path) for path in paths]
+    _check_images(transforms.parent, names, transforms)
 
 
-def check_dataset(dataparser: DataParserConfig, test_mode: TestMode = "val", data: Optional[Path] = None) -> None:
-    """Check the dataset folder (``data``, else the parser's own ``data``) for the parsers whose layout is known."""
+def check_dataset(
+    dataparser: DataParserConfig, test_mode: TestMode = "val", data: Optional[Path] = None, method: Optional[str] = None
+) -> None:
+    """Check the dataset folder (``data``, else the parser's own ``data``) for the parsers whose layout is known
+    (``method``: the method being trained, named in the hints)."""
     data = data if data is not None else getattr(dataparser, "data", None)
     if data is None:
         return
     if isinstance(dataparser, BlenderDataParserConfig):
-        check_blender_dataset(Path(data), test_mode)
+        check_blender_dataset(Path(data), test_mode, method)
     elif isinstance(dataparser, NerfstudioDataParserConfig):
-        check_nerfstudio_dataset(Path(data))
+        check_nerfstudio_dataset(Path(data), dataparser.downscale_factor, method)
     elif not Path(data).exists():
         raise UsageError(f"dataset {data} does not exist; pass --data to an existing dataset")
+
+
+def dataset_path(config: object) -> Optional[Path]:
+    """The dataset path of a pipeline config: the data manager's ``data`` (``--data``), else its parser's."""
+    datamanager = getattr(config, "datamanager", None)
+    data = getattr(datamanager, "data", None)
+    return data if data is not None else getattr(getattr(datamanager, "dataparser", None), "data", None)
+
+
+def check_run_dataset_path(data: Optional[Path], config_path: object = "the run's config.yml") -> None:
+    """Raise :class:`UsageError` when the dataset path that a trained run's ``config.yml`` holds does not exist from
+    here (ns-eval, rff-export-mesh and the like read it from there: they have no ``--data`` to fix it)."""
+    if data is None or Path(data).exists():
+        return
+    if not Path(data).is_absolute():
+        raise UsageError(
+            f"{config_path} holds the relative data path {data}, resolved from the current folder {Path.cwd()}, "
+            f"where it does not exist; run from the folder where the run was trained (or edit data in config.yml)"
+        )
+    raise UsageError(
+        f"{config_path} holds the data path {data}, which does not exist; put the dataset back there "
+        "(or edit data in config.yml)"
+    )

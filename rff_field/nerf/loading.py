@@ -13,6 +13,7 @@ from nerfstudio.models.base_model import Model
 from nerfstudio.pipelines.base_pipeline import Pipeline
 
 from rff_field.core.errors import UsageError
+from rff_field.nerf.checks import check_run_dataset_path, dataset_path
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 from rff_field.nerf.pipeline import check_finite_checkpoint
@@ -31,7 +32,8 @@ def read_run_config(config_path: Path, any_method: bool = False) -> TrainerConfi
         any_method: Accept runs of any nerfstudio method (the benchmark evaluates nerfstudio's own methods too).
 
     Raises:
-        UsageError: The file is missing, is not a nerfstudio config, is another method's, or has no checkpoint.
+        UsageError: The file is missing, is not a nerfstudio config, is another method's, has no checkpoint, or
+            its dataset path does not exist from the current folder.
     """
     config_path = Path(config_path)
     hint = "pass the config.yml that ns-train printed at the end of training"
@@ -52,6 +54,7 @@ def read_run_config(config_path: Path, any_method: bool = False) -> TrainerConfi
     checkpoint_dir = config_path.parent.resolve() / config.relative_model_dir
     if not checkpoint_dir.is_dir() or not any(checkpoint_dir.glob("step-*.ckpt")):
         raise UsageError(f"no checkpoint (step-*.ckpt) in {checkpoint_dir}; train the model first")
+    check_run_dataset_path(dataset_path(config.pipeline), config_path)
     # Absolute, so that the checkpoint is found whatever the current directory.
     config.relative_model_dir = checkpoint_dir
     return config

@@ -20,20 +20,25 @@ from rff_field.nerf.checks import (
     check_model_config,
     check_nerfacto_config,
     check_optimizers,
+    check_run_dataset_path,
+    dataset_path,
 )
 from rff_field.nerf.divergence import report_divergence_in_one_line
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 
 
-def check_pipeline_config(config: VanillaPipelineConfig, test_mode: TestMode = "val") -> None:
-    """Raise :class:`UsageError` for model options or a dataset folder that cannot work."""
+def check_pipeline_config(
+    config: VanillaPipelineConfig, test_mode: TestMode = "val", method: Optional[str] = None
+) -> None:
+    """Raise :class:`UsageError` for model options or a dataset folder that cannot work (``method``: the method
+    being trained, named in the hints)."""
     if isinstance(config.model, RFFNeRFModelConfig):
         check_model_config(config.model)
     elif isinstance(config.model, RFFNerfactoModelConfig):
         check_nerfacto_config(config.model)
     check_datamanager(config.datamanager)
-    check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None))
+    check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None), method)
 
 
 def exit_on_usage_error(check: Callable[[], None]) -> None:
@@ -53,9 +58,19 @@ class RFFTrainerConfig(TrainerConfig):
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options or a dataset that cannot work."""
-        check_pipeline_config(self.pipeline, "val")  # type: ignore[arg-type]
+        check_pipeline_config(self.pipeline, "val", self.method_name)  # type: ignore[arg-type]
         check_optimizers(self.optimizers)
         check_fields(self, positive_int=("max_num_iterations",))
+        self.check_device()
+
+    def check_device(self) -> None:
+        """Raise :class:`UsageError` for a ``--machine.device-type`` this machine does not have (CUDA is the
+        default)."""
+        device = self.machine.device_type
+        if device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("CUDA is not available on this machine; pass --machine.device-type cpu")
+        if device == "mps" and not torch.backends.mps.is_available():
+            raise UsageError("MPS is not available on this machine; pass --machine.device-type cpu")
 
     def check_run_folder(self) -> None:
         """Raise :class:`UsageError` where training would write over the checkpoints of an earlier run (the same
@@ -105,6 +120,9 @@ class RFFPipeline(VanillaPipeline):
         local_rank: int = 0,
         grad_scaler: Optional[GradScaler] = None,
     ) -> None:
+        # ns-train checked the dataset before it saved config.yml: a dataset missing now is the one a trained run's
+        # config.yml holds (ns-eval, ns-render, rff-export-mesh...), which --data cannot fix
+        exit_on_usage_error(lambda: check_run_dataset_path(dataset_path(config)))
         exit_on_usage_error(lambda: check_pipeline_config(config, test_mode))
         super().__init__(config, device, test_mode, world_size, local_rank, grad_scaler)
 

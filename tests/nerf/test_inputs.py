@@ -23,7 +23,7 @@ from rff_field.nerf.checks import (
 )
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
-from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
+from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
 from tests.nerf.environment import OUR_METHODS, ns_environment
 
 BIN = Path(sys.executable).parent
@@ -35,8 +35,20 @@ def scene(tmp_path_factory):
     return write_blender_scene(tmp_path_factory.mktemp("inputs") / "scene", spec)
 
 
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    spec = CaptureSpec(image_size=8, num_views=3, supersample=1)
+    return write_nerfstudio_capture(tmp_path_factory.mktemp("inputs") / "capture", spec)
+
+
 def _copy(scene: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(scene, tmp_path / "copy"))
+
+
+def _keep_frames(capture: Path, count: int) -> None:
+    meta = json.loads((capture / "transforms.json").read_text())
+    meta["frames"] = meta["frames"][:count]
+    (capture / "transforms.json").write_text(json.dumps(meta))
 
 
 def test_methods_are_registered(monkeypatch):
@@ -126,15 +138,60 @@ def test_broken_json_missing_images_and_fov(scene, tmp_path):
         check_blender_dataset(data, "val")
 
 
-def test_wrong_parser_for_the_layout(scene, tmp_path):
+def test_wrong_parser_for_the_layout(scene, capture):
     with pytest.raises(UsageError, match="use the subcommand 'blender-data'"):
         check_dataset(NerfstudioDataParserConfig(data=scene))
-    ns = tmp_path / "ns"
-    ns.mkdir()
-    (ns / "transforms.json").write_text(json.dumps({"frames": [{"file_path": "a.png"}]}))
     with pytest.raises(UsageError, match="add the subcommand 'nerfstudio-data'"):
-        check_dataset(BlenderDataParserConfig(data=ns))
-    check_dataset(NerfstudioDataParserConfig(data=ns))
+        check_dataset(BlenderDataParserConfig(data=capture))
+    check_dataset(NerfstudioDataParserConfig(data=capture))
+    check_dataset(NerfstudioDataParserConfig(data=capture / "transforms.json"))
+
+
+@pytest.mark.parametrize("method", ["rff-nerf-lite", "rff-nerfacto-lite", "nerfacto"])
+def test_the_subcommand_hint_names_the_method_being_trained(method, scene, capture):
+    """The hint is a command that works for this method: the parser's subcommand comes after the method's options
+    (not "no subcommand", which gives rff-nerfacto's default parser, nerfstudio-data, again)."""
+    with pytest.raises(UsageError) as info:
+        check_dataset(NerfstudioDataParserConfig(data=scene), method=method)
+    assert str(info.value) == (
+        f"{scene} holds transforms_train.json, a Blender-format scene; use the subcommand 'blender-data' after the "
+        f"options: ns-train {method} ... blender-data --data {scene}"
+    )
+    with pytest.raises(UsageError, match=f"options: ns-train {method} ... nerfstudio-data --data {capture}$"):
+        check_dataset(BlenderDataParserConfig(data=capture), method=method)
+
+
+def test_nerfstudio_capture_with_missing_images(capture, tmp_path):
+    data = _copy(capture, tmp_path)
+    (data / "images" / "frame_00002.png").unlink()
+    (data / "images" / "frame_00003.png").unlink()
+    with pytest.raises(UsageError) as info:
+        check_dataset(NerfstudioDataParserConfig(data=data))
+    assert str(info.value) == (
+        f"2 image(s) listed in transforms.json are missing under {data}, e.g. images/frame_00002.png; "
+        "restore them or remove their frames from transforms.json"
+    )
+    with pytest.raises(UsageError, match="e.g. images/frame_00002.png"):
+        check_dataset(NerfstudioDataParserConfig(data=data / "transforms.json"))  # relative to the json's folder
+    # with --downscale-factor 2 nerfstudio reads images_2/<name>
+    with pytest.raises(UsageError, match=r"3 image\(s\) .* e.g. images_2/frame_00001.png"):
+        check_dataset(NerfstudioDataParserConfig(data=data, downscale_factor=2))
+    shutil.copytree(capture / "images", data / "images_2")
+    check_dataset(NerfstudioDataParserConfig(data=data, downscale_factor=2))
+
+
+@pytest.mark.parametrize("count, listed", [(1, "only 1 frame"), (0, "no frames")])
+def test_nerfstudio_capture_needs_two_frames(count, listed, capture, tmp_path):
+    data = _copy(capture, tmp_path)
+    _keep_frames(data, count)
+    with pytest.raises(UsageError) as info:
+        check_dataset(NerfstudioDataParserConfig(data=data))
+    assert str(info.value) == (
+        f"{data / 'transforms.json'} lists {listed}; nerfstudio-data (it splits them into training and evaluation "
+        "views) needs at least 2 image(s)"
+    )
+    _keep_frames(_copy(capture, tmp_path / "two"), 2)
+    check_dataset(NerfstudioDataParserConfig(data=tmp_path / "two" / "copy"))
 
 
 @pytest.mark.parametrize(
@@ -220,6 +277,7 @@ def test_trainer_refuses_to_write_over_an_earlier_runs_checkpoints(scene, tmp_pa
 
     config = copy.deepcopy(rff_nerf_lite.config)
     config.pipeline.datamanager.data = scene
+    config.machine.device_type = "cpu"
     config.output_dir, config.timestamp = tmp_path, "again"
     config.print_to_terminal()  # a new folder
     checkpoint = config.get_checkpoint_dir() / "step-000000099.ckpt"
@@ -312,3 +370,133 @@ def test_ns_train_stops_a_diverging_run_with_one_line(scene, tmp_path):
     assert re.match(r"ns-train: training diverged at step 1: the loss is (nan|inf)", last)
     assert "--optimizers.fields.optimizer.lr (now 1e+30)" in last and "no checkpoint was written" in last
     assert not list((tmp_path / "runs").rglob("*.ckpt"))
+
+
+def test_trainer_refuses_a_device_this_machine_lacks(scene, monkeypatch, capsys):
+    """CUDA is nerfstudio's default device: without it, one line before the config dump (not a traceback after)."""
+    import copy
+
+    import torch
+
+    from rff_field.nerf.method_configs import rff_nerf_lite
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    config = copy.deepcopy(rff_nerf_lite.config)
+    config.pipeline.datamanager.data = scene
+    for device, name in (("cuda", "CUDA"), ("mps", "MPS")):
+        config.machine.device_type = device
+        with pytest.raises(SystemExit) as exit_info:
+            config.print_to_terminal()
+        assert exit_info.value.code == 2
+        out = capsys.readouterr()
+        assert out.err.strip().splitlines() == [
+            f"{Path(sys.argv[0]).name}: error: {name} is not available on this machine; pass --machine.device-type cpu"
+        ]
+        assert "Config" not in out.out
+    config.machine.device_type = "cpu"
+    config.check()
+
+
+def _missing_image(data: Path) -> str:
+    (data / "images" / "frame_00002.png").unlink()
+    return (
+        f"1 image(s) listed in transforms.json are missing under {data}, e.g. images/frame_00002.png; restore them "
+        "or remove their frames from transforms.json"
+    )
+
+
+def _one_frame(data: Path) -> str:
+    _keep_frames(data, 1)
+    return (
+        f"{data / 'transforms.json'} lists only 1 frame; nerfstudio-data (it splits them into training and "
+        "evaluation views) needs at least 2 image(s)"
+    )
+
+
+@pytest.mark.parametrize(
+    "method, dataset, break_it, cpu",
+    [
+        ("rff-nerfacto-lite", "capture", _missing_image, True),
+        ("rff-nerfacto-lite", "capture", _one_frame, True),
+        ("rff-nerf-lite", "scene", lambda data: "CUDA is not available on this machine; pass --machine.device-type "
+         "cpu", False),
+        ("rff-nerfacto-lite", "scene", lambda data: f"{data} holds transforms_train.json, a Blender-format scene; use "
+         f"the subcommand 'blender-data' after the options: ns-train rff-nerfacto-lite ... blender-data --data {data}",
+         True),
+    ],
+    ids=["missing-image", "one-frame", "no-cuda", "blender-scene-for-nerfacto"],
+)  # fmt: skip
+def test_ns_train_refuses_before_writing_anything(method, dataset, break_it, cpu, request, tmp_path):
+    """The real CLI: one line, status 2, before the config dump and before config.yml and the run folder."""
+    data = _copy(request.getfixturevalue(dataset), tmp_path)
+    message = break_it(data)
+    cmd = [str(BIN / "ns-train"), method, "--data", str(data), "--vis", "tensorboard",
+           "--output-dir", str(tmp_path / "runs")] + (["--machine.device-type", "cpu"] if cpu else [])  # fmt: skip
+    env = {**ns_environment(), "CUDA_VISIBLE_DEVICES": ""}  # no CUDA, on any machine
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines()[-1] == f"ns-train: error: {message}"
+    assert "Traceback" not in out.stderr and "Config" not in out.stdout
+    assert not (tmp_path / "runs").exists() and not list(tmp_path.rglob("config.yml"))
+
+
+@pytest.fixture
+def relative_run(scene, tmp_path):
+    """A run's config.yml (with a stand-in checkpoint) trained in ``train/`` on the relative ``--data blender``."""
+    import copy
+
+    from rff_field.nerf.method_configs import rff_nerf_lite
+
+    shutil.copytree(scene, tmp_path / "train" / "blender")
+    config = copy.deepcopy(rff_nerf_lite.config)
+    config.data = config.pipeline.datamanager.data = Path("blender")
+    config.output_dir, config.timestamp = tmp_path / "train" / "outputs", "run"
+    config.save_config()
+    checkpoint = config.get_checkpoint_dir() / "step-000000001.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"stand-in")
+    (tmp_path / "elsewhere").mkdir()
+    return config.get_base_dir() / "config.yml"
+
+
+def _relative_data_message(where: str, cwd: Path) -> str:
+    return (
+        f"{where} holds the relative data path blender, resolved from the current folder {cwd}, where it does not "
+        "exist; run from the folder where the run was trained (or edit data in config.yml)"
+    )
+
+
+def test_a_runs_relative_data_path_read_from_another_folder(relative_run, tmp_path, monkeypatch, capsys):
+    """Commands that load a run have no --data: the message names the run's relative path, not --data."""
+    from rff_field.nerf.loading import read_run_config
+
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(UsageError) as info:
+        read_run_config(relative_run)
+    assert str(info.value) == _relative_data_message(str(relative_run), tmp_path / "elsewhere")
+    import yaml
+
+    pipeline = yaml.load(relative_run.read_text(), Loader=yaml.Loader).pipeline
+    with pytest.raises(SystemExit) as exit_info:
+        pipeline.setup(device="cpu", test_mode="test")  # how ns-eval, ns-render and ns-viewer load the run
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{Path(sys.argv[0]).name}: error: " + _relative_data_message("the run's config.yml",
+                                                                                  tmp_path / "elsewhere")]  # fmt: skip
+    monkeypatch.chdir(tmp_path / "train")
+    assert read_run_config(relative_run).pipeline.datamanager.data == Path("blender")
+
+
+@pytest.mark.parametrize("command", ["rff-export-mesh", "ns-eval"])
+def test_commands_loading_a_run_from_another_folder(command, relative_run, tmp_path):
+    output = tmp_path / "elsewhere" / ("mesh.ply" if command == "rff-export-mesh" else "eval.json")
+    cmd = [str(BIN / command), "--load-config", str(relative_run), "--output-path", str(output)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path / "elsewhere",
+                         env=ns_environment())  # fmt: skip
+    where = str(relative_run) if command == "rff-export-mesh" else "the run's config.yml"
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines()[-1] == f"{command}: error: " + _relative_data_message(
+        where, tmp_path / "elsewhere"
+    )
+    assert "Traceback" not in out.stderr and "pass --data" not in out.stderr and not output.exists()
