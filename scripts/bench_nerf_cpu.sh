@@ -8,7 +8,7 @@
 #
 # usage: scripts/bench_nerf_cpu.sh [OUT]     (default OUT: outputs/bench-nerf-cpu)
 #        STEPS=2000 CHAIR=../shared/data/nerf_synthetic/chair scripts/bench_nerf_cpu.sh
-# then:  .venv/bin/rff-bench nerf-report --out OUT --dest benchmarks/nerf --title "..." --how "..."
+# then:  .venv/bin/rff-bench nerf-report --overwrite --out OUT --dest benchmarks/nerf --title "..." --how "..."
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-outputs/bench-nerf-cpu}
@@ -28,4 +28,4 @@ mkdir -p "$OUT/logs"
 # the paper-size rff-nerf (8x256 fields, 64+128 samples, 1024 rays): about 20 s per step on one core, so few steps
 "$BENCH" nerf-timing --overwrite "${COMMON[@]}" --rounds 4 --block 3 --warmup 2 --variants \
     "baseline:rff-nerf,use_filter=false" "filter:rff-nerf" > "$OUT/logs/timing-rff-nerf.log" 2>&1
-echo "done: $OUT (write the report with: $BENCH nerf-report --out $OUT --dest benchmarks/nerf)"
+echo "done: $OUT (write the report with: $BENCH nerf-report --overwrite --out $OUT --dest benchmarks/nerf)"

@@ -20,6 +20,6 @@ nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/logs/gpu.txt" 2>&1
 "$BENCH" nerf "${COMMON[@]}" --steps "$STEPS" --variants "${VARIANTS[@]}" > "$OUT/logs/train.log" 2>&1
 "$BENCH" nerf-timing --overwrite "${COMMON[@]}" --variants "${VARIANTS[@]}" --rounds "${ROUNDS:-10}" --block "${BLOCK:-20}" \
     > "$OUT/logs/timing.log" 2>&1
-"$BENCH" nerf-report --out "$OUT" --dest "$OUT/report" \
+"$BENCH" nerf-report --overwrite --out "$OUT" --dest "$OUT/report" \
     --title "rff-nerf on the NeRF synthetic chair at 200x200, $DEVICE, $STEPS steps" > "$OUT/logs/report.log" 2>&1
 tail -n 30 "$OUT/report/results.md"

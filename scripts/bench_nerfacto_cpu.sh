@@ -36,4 +36,4 @@ SMALL=train_num_rays_per_batch=512,num_proposal_samples_per_ray="32 16",num_nerf
     > "$OUT/logs/eval-timing.log" 2>&1
 "$BENCH" nerf-timing --overwrite "${COMMON[@]}" --rounds 10 --variants "filter:$LITE" "baseline:$LITE,use_filter=false" \
     > "$OUT/logs/timing.log" 2>&1
-echo "done: $OUT (report: $BENCH nerf-report --out $OUT --dest benchmarks/nerf --name nerfacto --views r_0 r_96 r_192 --title ... --how ...)"
+echo "done: $OUT (report: $BENCH nerf-report --overwrite --out $OUT --dest benchmarks/nerf --name nerfacto --views r_0 r_96 r_192 --title ... --how ...)"

@@ -33,7 +33,7 @@ torch.cuda.is_available(), 'tinycudann', e.TCNN_EXISTS)"
     --steps 1000000 --seconds "$BUDGET_S" \
     --variants "filter:$METHOD$SCENE_OPTIONS$OPTIONS" "baseline:$METHOD,use_filter=false$SCENE_OPTIONS$OPTIONS" \
     > "$OUT/logs/train.log" 2>&1
-"$PYTHON" -m rff_field.cli.bench nerf-report --out "$OUT" --dest "$OUT/report" \
+"$PYTHON" -m rff_field.cli.bench nerf-report --overwrite --out "$OUT" --dest "$OUT/report" \
     --title "$METHOD on $(basename "$CHAIR") at scale $SCALE, filter on and off, $BUDGET_S s of training each ($DEVICE)" \
     --how "scripts/gpu_nerf.sh $OUT $BUDGET_S; $(tr '\n' ' ' < "$OUT/logs/env.txt")" > "$OUT/logs/report.log" 2>&1
 cat "$OUT/report/results.md"

@@ -31,7 +31,7 @@ from typing import Annotated, Callable, Literal, Optional
 
 import numpy as np
 
-from rff_field.bench.jobs import Job, JobOptions, print_jobs, run_batches, run_jobs, selected
+from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_batches, run_jobs, selected
 from rff_field.bench.variants import Variant, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.datasets import DATA_ROOT
@@ -443,6 +443,8 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
     check_fields(config, positive_int=("downsample", "batch_models", "sweep_iters", "long_iters"))
     jobs = build_jobs(config)
+    if not jobs:
+        raise UsageError("nothing to run: --variants is empty and there are no sweep or long runs; give a variant")
     subjects = list(dict.fromkeys(job.subject for job in jobs if job.group == "main"))
     if config.crops_image is not None and config.crops_image not in subjects:
         raise UsageError(f"--crops-image {config.crops_image} is not one of the images: {', '.join(subjects)}")
@@ -452,6 +454,8 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
         return None
     resolve_device(config.fit.device)
     if config.summarize_only:
+        if not any(is_finished(config.out, job) for job in jobs):
+            raise UsageError(f"no finished jobs of this benchmark under {config.out}; run it first")
         return summarize(config, jobs)
     todo = selected(jobs, config.jobs)
     check_images(config, todo)

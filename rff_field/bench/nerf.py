@@ -29,7 +29,7 @@ from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import machine_description
 from rff_field.common.options import Flat, Hidden
-from rff_field.common.outputs import check_output_files, check_writable_folder, write_json
+from rff_field.common.outputs import check_output_files, check_plain_name, check_writable_folder, write_json
 from rff_field.core.errors import UsageError, check_fields
 
 DEFAULT_VARIANTS = ("baseline:rff-nerf-lite,use_filter=false", "filter:rff-nerf-lite")
@@ -80,18 +80,20 @@ class NerfBenchConfig:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu")
         variants = [parse_variant(text) for text in self.variants]
+        if not variants:
+            raise UsageError("--variants is empty; give at least one variant, e.g. rff-nerf-lite")
         labels = [variant.label for variant in variants]
         if len(set(labels)) != len(labels):
             raise UsageError(f"two variants share a label in {labels}; give them distinct LABEL: prefixes")
         from rff_field.nerf.pipeline import RFFTrainerConfig
 
         for variant in variants:  # unknown methods and options fail now, before any training or run folder
-            config = trainer_config(self, variant, self.out)
-            if isinstance(config, RFFTrainerConfig):
-                try:
+            try:
+                config = trainer_config(self, variant, self.out)
+                if isinstance(config, RFFTrainerConfig):
                     config.check()
-                except UsageError as err:
-                    raise UsageError(f"variant {variant.label!r}: {err}") from None
+            except UsageError as err:
+                raise UsageError(f"variant {variant.label!r}: {err}") from None
         return variants
 
     def main(self) -> None:
@@ -450,6 +452,10 @@ class HashGridTiming:
         from rff_field.nerf.hash_grid import TorchHashEncoding
 
         check_fields(self, positive_int=("points", "levels", "log2_hashmap_size", "rounds"))
+        if self.log2_hashmap_size > 30:
+            raise UsageError(
+                f"--log2-hashmap-size {self.log2_hashmap_size} asks for over 2^30 entries per level; use 30 or less"
+            )
         check_output_files(self.dest, ("hash_grid.json", "hash_grid.md"), self.overwrite, "--dest")
         torch.manual_seed(0)
         args = dict(num_levels=self.levels, min_res=16, max_res=64,
@@ -517,9 +523,14 @@ class NerfReport:
     views: tuple[str, ...] = ("r_0", "r_64", "r_128")
     """Test views shown in the PNG (those that exist)."""
 
+    overwrite: bool = False
+    """Replace the report's files already in --dest."""
+
     def main(self) -> None:
         """Write the report."""
-        check_writable_folder(self.dest, "--dest")
+        check_plain_name(self.name, "--name")
+        written = (f"{self.name}.json", f"{self.name}.md", self.figure_name)
+        check_output_files(self.dest, written, self.overwrite, "--dest")
         paths = sorted((self.out / "runs").glob("*/metrics.json"), key=lambda p: p.stat().st_mtime)
         if not paths:
             raise UsageError(f"no finished variants under {self.out / 'runs'}; run `rff-bench nerf` first")
@@ -539,7 +550,6 @@ class NerfReport:
         (self.dest / f"{self.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
         (self.dest / f"{self.name}.md").write_text(self.markdown(runs, timings, eval_timing))
         self.figure(runs)
-        written = (f"{self.name}.json", f"{self.name}.md", self.figure_name)
         print("wrote " + ", ".join(str(self.dest / name) for name in written))
 
     @property

@@ -27,7 +27,8 @@ def read_protocol(spec: str) -> tuple[dict, str]:
     path_text, _, name = spec.rpartition(":") if ":" in spec else (spec, "", "")
     path = Path(path_text)
     if not path.is_file():
-        raise UsageError(f"--protocol {spec}: no file {path}; give FILE:NAME, e.g. benchmarks/image/protocols.toml:cpu")
+        what = f"{path} is a folder" if path.is_dir() else f"no file {path}"
+        raise UsageError(f"--protocol {spec}: {what}; give FILE:NAME, e.g. benchmarks/image/protocols.toml:cpu")
     try:
         tables = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rff_field.common.datasets import DATA_ROOT
-from rff_field.core.errors import UsageError
+from rff_field.common.outputs import check_output_files
+from rff_field.core.errors import UsageError, check_positive
 from rff_field.image.data import downsample, load_image
 from rff_field.image.plots import history_series, plot_crops, pyplot
 
@@ -415,17 +416,35 @@ class ReproductionReport:
     """Iterations of the main tables."""
     long_iters: int = 20000
     """Iterations of the budget table."""
+    overwrite: bool = False
+    """Replace the report files already in --dest (results.md, results.json and the figures)."""
 
     def main(self) -> None:
         """Write the report."""
         write_report(self)
 
 
+REPORT_FILES = ("results.json", "results.md", "width.png", "sigma.png", "pe_scale.png", "line_search.png",
+                "learning.png", "budget.png", "noise_flat_kodim05.png", "noise_edges_kodim05.png")  # fmt: skip
+"""Every file the report may write into --dest."""
+
+
 def write_report(args: ReproductionReport) -> None:
     """Write results.json, results.md and the figures of the study into ``args.dest``."""
+    if not args.runs:
+        raise UsageError("give the study's benchmark folders with --runs (e.g. --runs outputs/study/*)")
+    check_positive("--iters", args.iters, integer=True)
+    check_positive("--long-iters", args.long_iters, integer=True)
+    check_output_files(args.dest, REPORT_FILES, args.overwrite, "--dest")
     runs = load_runs(args.runs)
     if not runs:
         raise UsageError(f"no finished runs under {', '.join(map(str, args.runs))}; run the benchmark first")
+    if not any(image in args.images and iters == args.iters for _, image, iters in runs):
+        found = sorted({(image, iters) for _, image, iters in runs})
+        raise UsageError(
+            f"none of the {len(runs)} runs is of --images {' '.join(args.images)} at --iters {args.iters} "
+            f"(found: {', '.join(f'{image} at {iters}' for image, iters in found[:6])}); choose those options to match"
+        )
     args.dest.mkdir(parents=True, exist_ok=True)
     machines = sorted({m.get("machine", "?") for m in runs.values()})
     report = {"images": args.images, "iters": args.iters, "machines": machines, "tables": {}}

@@ -30,6 +30,7 @@ from typing import Optional
 import numpy as np
 
 from rff_field.bench.image import format_count
+from rff_field.common.outputs import check_output_files
 from rff_field.core.errors import UsageError
 from rff_field.core.line_search import BRANCHES, filter_step_branch
 from rff_field.image.plots import pyplot
@@ -69,6 +70,7 @@ VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of questio
 )
 PHASES = (("first 10%", 0.0, 0.1), ("middle 80%", 0.1, 0.9), ("last 10%", 0.9, 1.0))
 DIFF_MARKS = (100, 200, 500, 1000, 2000, 4000, 8000, 20000)
+REPORT_FILES = ("scale.md", "scale.json", "scale.png", "scale_variants.png")
 CURVE_POINTS = 64
 """Log-spaced iterations at which scale.json keeps a run's best PSNR so far (besides :data:`DIFF_MARKS`)."""
 
@@ -86,11 +88,14 @@ class ScaleReport:
     previous: Optional[Path] = None
     """An earlier scale.json (e.g. benchmarks/reproduction/scale.json) whose entries stand in for runs that are not
     under --out; the runs under --out replace the entries of the same setting and image."""
+    overwrite: bool = False
+    """Replace the report's files already in --dest (scale.md, scale.json and the figures)."""
 
     def main(self) -> None:
         """Write the report."""
         if self.previous is not None and not self.previous.is_file():
             raise UsageError(f"--previous {self.previous} is not a file; give an earlier scale.json or leave it out")
+        check_output_files(self.dest, REPORT_FILES, self.overwrite, "--dest")
         summary = summarize(self.out, list(self.images))
         if self.previous is not None:
             summary = merge_previous(summary, json.loads(self.previous.read_text()))
@@ -344,8 +349,8 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
         "PyTorch's default initialisation, its rate set every step by the line search (lr_max 1e-3). **Best "
         "PSNR** over the iterations (dB) of the plain MLP (`mlp-pe`) and the filtered one (`filtered-pe`); "
         "Δ = filtered − plain. Runs: `rff-bench image --protocol benchmarks/reproduction/protocols.toml:scale-*`; "
-        "report: `rff-bench scale-report` (with `--previous benchmarks/reproduction/scale.json` to keep the runs "
-        "no longer on disk).",
+        "report: `rff-bench scale-report --overwrite` (with `--previous benchmarks/reproduction/scale.json` to keep "
+        "the runs no longer on disk).",
         "",
         f"Machine: {'; '.join(summary['machines']) or 'n/a'}; one torch thread per job on a core of its own (at "
         "most two jobs side by side). Finished runs: "

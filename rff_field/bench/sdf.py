@@ -65,14 +65,23 @@ def parse_method(spec: str) -> MethodSpec:
     return method
 
 
-def load_pool_arrays(path: Path) -> dict:
+def check_pool(path: Path) -> None:
+    """Raise :class:`UsageError` unless ``path`` is a sample pool (reads the archive's index only)."""
     if not Path(path).is_file():
         raise UsageError(f"sample pool {path} does not exist; write it with `rff-sdf pool`")
     try:
         with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+            if {"coarse_points", "fine_points"} <= set(getattr(data, "files", ())):
+                return
     except (ValueError, OSError, zipfile.BadZipFile):
-        raise UsageError(f"{path} is not a sample pool (an .npz written by `rff-sdf pool`)") from None
+        pass
+    raise UsageError(f"{path} is not a sample pool (an .npz written by `rff-sdf pool`)")
+
+
+def load_pool_arrays(path: Path) -> dict:
+    check_pool(path)
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
 
 
 def write_pool(

@@ -24,12 +24,14 @@ from rff_field.bench.image import BenchConfig, build_jobs, job_config, list_imag
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.timing import BatchTiming, ImageTiming
 from rff_field.common.datasets import DATA_ROOT
-from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
+from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError, check_positive
 from rff_field.image.data import downsample, load_image
 from rff_field.image.fit import fit_image
 
 TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "gauss", "wire", "filtered-pe-fixed-lr")
 """The rows of the paper's Table 1 (and the line-search ablation), in the order the script runs them."""
+PAPER_PROTOCOL = f"{Path(__file__).resolve().parents[2] / 'benchmarks/image/protocols.toml'}:paper"
+"""The repository's paper protocol, wherever the command runs from."""
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -42,7 +44,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help="folder of images (default: $RFF_DATA/kodak, else ../shared/data/kodak)",
     )
     parser.add_argument("--budget-s", type=float, default=None, help="stop after this many seconds")
-    parser.add_argument("--protocol", default="benchmarks/image/protocols.toml:paper", help="FILE:NAME")
+    parser.add_argument("--protocol", default=PAPER_PROTOCOL, help="FILE:NAME (default: the paper protocol)")
     parser.add_argument("--variants", nargs="+", default=list(TABLE_VARIANTS[:2]), help="rows to run")
     parser.add_argument("--names", nargs="*", default=[], help="image names (default: every image)")
     parser.add_argument("--iters", type=int, default=None, help="iterations (default: the protocol's)")
@@ -62,12 +64,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def bench_config(args: argparse.Namespace) -> BenchConfig:
-    """The protocol's benchmark config with this command's images, rows and settings."""
+    """The protocol's benchmark config with this command's images, rows and settings (checked)."""
+    if args.iters is not None:
+        check_positive("--iters", args.iters, integer=True)
+    check_positive("--timing-block", args.timing_block, integer=True)
+    check_positive("--timing-rounds", args.timing_rounds, integer=True)
+    if args.graph_check < 0:
+        raise UsageError(
+            f"--graph-check must be zero (no check) or a positive number of iterations, got {args.graph_check}"
+        )
     values, name = read_protocol(args.protocol)
     config = build_config(BenchConfig, values, where=f"{name}.")
     config.images, config.out = args.images, args.out / "table"
     config.names, config.variants = tuple(args.names), tuple(args.variants)
-    config.fit.iters = args.iters or config.fit.iters
+    config.fit.iters = config.fit.iters if args.iters is None else args.iters
     config.fit.device, config.fit.precision, config.fit.cuda_graph = args.device, args.precision, args.cuda_graph
     config.fit.line_search.fused = args.fused_line_search
     config.engine, config.batch_models = "batched", args.batch_models

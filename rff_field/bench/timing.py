@@ -58,8 +58,11 @@ class ImageTiming:
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         if not self.image.is_file():
-            raise UsageError(f"--image {self.image} does not exist")
+            raise UsageError(f"--image {self.image} {'is a folder' if self.image.is_dir() else 'does not exist'}; "
+                             "give an image file")  # fmt: skip
         check_fields(self, positive_int=("block", "rounds", "threads"))
+        if not self.variants:
+            raise UsageError("--variants is empty; give at least one variant to time")
         check_output_files(self.dest, ("timing.json", "timing.md"), self.overwrite, "--dest")
         torch.set_num_threads(self.threads)
         fit = FitConfig(iters=self.block, network=NetworkConfig(hidden_features=self.hidden_features), lpips=False,
@@ -140,6 +143,8 @@ class FilterTiming:
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         check_fields(self, positive_int=("samples", "rounds", "repeats", "threads"))
+        if not self.widths:
+            raise UsageError("--widths is empty; give at least one filter width")
         check_output_files(self.dest, ("padding.json", "padding.md"), self.overwrite, "--dest")
         torch.set_num_threads(self.threads)
         torch.manual_seed(0)
@@ -216,6 +221,8 @@ class BatchTiming:
         from rff_field.image.fit import fit_image
 
         check_fields(self, positive_int=("block", "rounds", "threads"))
+        if not self.variants:
+            raise UsageError("--variants is empty; give at least one variant to time")
         check_output_files(self.dest, ("batched.json", "batched.md"), self.overwrite, "--dest")
 
         torch.set_num_threads(self.threads)

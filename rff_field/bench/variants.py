@@ -15,6 +15,7 @@ import typing
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
+from rff_field.common.outputs import check_plain_name
 from rff_field.core.errors import UsageError
 
 LEGACY_KEYS = {
@@ -68,6 +69,8 @@ def parse_variant(text: str, presets: Mapping[str, str] = {}, methods: Optional[
         label, spec = ("", text) if text not in presets else (text, presets[text])
     elif "=" in spec.split(",")[0]:  # METHOD:key=value,... (earlier rff-sdf bench form)
         label, spec = text, f"{label},{spec}"
+    else:
+        check_plain_name(label, f"the label of variant {text!r},")
     parts = [part.strip() for part in spec.split(",") if part.strip()]
     if not parts or "=" in parts[0]:
         raise UsageError(f"variant {text!r}: expected [LABEL:]METHOD[,key=value...], e.g. filtered-pe,lr_max=1e-2")

@@ -58,6 +58,8 @@ class ImageMerge:
         for source in (*self.sources, *self.long_sources):
             if not source.is_dir():
                 raise UsageError(f"{source} is not a folder")
+            if not (source / "bench.json").is_file():
+                raise UsageError(f"{source} holds no image benchmark (bench.json); give folders of `rff-bench image`")
         if any("=" not in a for a in self.alias):
             raise UsageError(f"--alias takes FROM=TO, got {' '.join(self.alias)}")
         check_writable_folder(self.into, "--into")
@@ -98,6 +100,9 @@ def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Console script ``rff-bench``."""
     import sys
 
+    from rff_field.nerf.quiet import quiet_known_warnings
+
+    quiet_known_warnings()  # the NeRF benchmarks import nerfstudio, some of whose modules warn on import
     argv = list(sys.argv[1:] if args is None else args)
     if argv[:1] == ["image"] and image_cli.split_protocol(argv)[0] is not None:
         image_cli.run_bench("rff-bench", __doc__, argv[1:])

@@ -191,12 +191,20 @@ class Bench:
             missing = [str(pool) for pool in self.pools if not Path(pool).is_file()]
             if missing:
                 raise UsageError(f"no sample pool {', '.join(missing)}; write pools with `rff-sdf pool`")
+            for pool in self.pools:
+                sdf_bench.check_pool(pool)
             missing = [str(mesh) for mesh in self.meshes if not Path(mesh).is_file()]
             if missing:
                 raise UsageError(f"no mesh file {', '.join(missing)}; give existing mesh files to --meshes")
+            self.jobs.check(sdf_bench.sdf_jobs([(name, Path(name)) for name in names], specs))
             check_writable_folder(out, "--out")
-            if out.is_dir() and any(out.iterdir()) and not (self.resume or self.jobs.overwrite):
-                raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
+            if out.is_dir() and any(out.iterdir()):
+                if not (self.resume or self.jobs.overwrite):
+                    raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
+                if not (out / "runs").is_dir() and not (out / "pools").is_dir():
+                    raise UsageError(
+                        f"{out} is not empty and holds no SDF benchmark (runs/, pools/); choose another --out"
+                    )
             out.mkdir(parents=True, exist_ok=True)
             shapes = [(Path(pool).stem, Path(pool)) for pool in self.pools]
             for mesh in () if self.pools else self.meshes or (None,):
@@ -260,10 +268,13 @@ class Pool:
         out = Path(self.out)
         if out.suffix != ".npz":
             raise UsageError(f"--out {out} should end in .npz")
+        if out.is_dir():
+            raise UsageError(f"--out {out} is a folder; give the path of the .npz to write")
         if out.exists() and not self.overwrite:
             raise UsageError(f"{out} already exists; choose another --out or pass --overwrite")
         _check_sign_rays(self.sign_rays)
-        check_fields(self, positive_int=("size", "eval_samples"), positive=("coarse_scale", "fine_scale"))
+        check_fields(self, positive_int=("size", "eval_samples"), non_negative_int=("seed",),
+                     positive=("coarse_scale", "fine_scale"))  # fmt: skip
         check_writable_folder(out.parent, "--out's folder")
         write_pool(
             self.mesh,
@@ -293,14 +304,11 @@ def _check_common(
     train.check()
     _check_sign_rays(sign_rays)
     output.check()
-    import torch
+    if train.device == "auto":  # the SDF tools take the device as written
+        raise UsageError("--device auto is not read here; use --device cpu or cuda")
+    from rff_field.common.machine import resolve_device  # imports torch: not needed for --help
 
-    try:
-        torch.device(train.device)
-    except RuntimeError:
-        raise UsageError(f"--device {train.device} is not a torch device; use cpu or cuda") from None
-    if train.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError("CUDA is not available here; use --device cpu")
+    resolve_device(train.device)
 
 
 Command = Union[

@@ -11,12 +11,18 @@ from rff_field.core.errors import UsageError
 
 
 def resolve_device(device: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; ``cuda`` without CUDA is an error."""
+    """``auto`` -> CUDA when available, else CPU; a device this machine lacks, or no device, is an error."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu or auto")
-    return torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise UsageError(f"--device {device} is not a torch device; use e.g. cpu, cuda or cuda:1") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device} was asked for but CUDA is not available; use --device cpu or auto")
+    if resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError("--device mps was asked for but MPS (Apple GPUs) is not available; use --device cpu")
+    return resolved
 
 
 def machine_description(device: torch.device) -> str:

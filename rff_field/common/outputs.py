@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable
@@ -54,6 +55,15 @@ def check_writable_folder(folder: Path, option: str) -> None:
             pass
     except OSError as err:
         raise UsageError(f"{option} {folder} is not writable ({err.strerror}); choose another folder") from None
+
+
+def check_plain_name(name: str, what: str) -> None:
+    """Raise :class:`UsageError` unless ``name`` can name a file or folder inside another (no '/', not '..')."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise UsageError(
+            f"{what} {name!r} names files or folders; start it with a letter or digit and use only letters, digits, "
+            "'.', '_' and '-'"
+        )
 
 
 def check_output_files(folder: Path, names: Iterable[str], overwrite: bool, option: str) -> None:

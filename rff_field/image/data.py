@@ -14,6 +14,9 @@ from torch import Tensor
 
 from rff_field.core.errors import UsageError
 
+MIN_SIDE = 3
+"""The smallest image side: SSIM's smallest window is 3x3."""
+
 
 @dataclass
 class LoadedImage:
@@ -63,9 +66,9 @@ def to_unit_float(array: np.ndarray, name: str = "image") -> tuple[np.ndarray, l
         array = array[..., None]
     if array.ndim != 3 or array.shape[2] not in (1, 2, 3, 4):
         raise UsageError(f"{name}: expected a grayscale, RGB or RGBA image, got an array of shape {array.shape}")
-    if array.shape[0] < 2 or array.shape[1] < 2:
+    if array.shape[0] < MIN_SIDE or array.shape[1] < MIN_SIDE:
         size = f"{array.shape[1]}x{array.shape[0]}"
-        raise UsageError(f"{name}: the image is {size} pixels; give an image of at least 2x2")
+        raise UsageError(f"{name}: the image is {size} pixels; give an image of at least {MIN_SIDE}x{MIN_SIDE}")
     if array.shape[2] in (2, 4):
         notices.append(f"{name} has an alpha channel; it is ignored (the colour channels are fitted as they are)")
         array = array[..., :-1]
@@ -154,10 +157,10 @@ def downsample(pixels: Float[Tensor, "H W C"], factor: int) -> Float[Tensor, "h 
     if factor == 1:
         return pixels
     height, width = pixels.shape[0] // factor, pixels.shape[1] // factor
-    if height < 2 or width < 2:
+    if height < MIN_SIDE or width < MIN_SIDE:
         raise UsageError(
-            f"downsampling {pixels.shape[1]}x{pixels.shape[0]} by {factor} leaves under 2x2 pixels; use a smaller "
-            "--downsample"
+            f"downsampling {pixels.shape[1]}x{pixels.shape[0]} by {factor} leaves under {MIN_SIDE}x{MIN_SIDE} pixels; "
+            "use a smaller --downsample"
         )
     chw = pixels.permute(2, 0, 1)[None]
     return F.interpolate(chw, size=(height, width), mode="area")[0].permute(1, 2, 0).contiguous()

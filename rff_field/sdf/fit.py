@@ -187,7 +187,8 @@ class SDFTrainConfig:
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work (before any sampling)."""
-        check_fields(self, positive_int=("iters", "log_every"), non_negative=("coarse_weight", "grad_clip"),
+        check_fields(self, positive_int=("iters", "log_every"), non_negative_int=("seed",),
+                     non_negative=("coarse_weight", "grad_clip"),
                      positive=("coarse_scale", "fine_scale", "lr", "lr_final", "filter_lr"))  # fmt: skip
         if self.points_per_step < 2:
             raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,8 @@ class OutputConfig:
     def check(self) -> None:
         """Raise :class:`UsageError` for settings that cannot give a mesh or metrics."""
         check_fields(self, positive_int=("grid_batch", "eval_samples"), positive=("f_threshold",))
+        if not all(math.isfinite(angle) for angle in self.view):
+            raise UsageError(f"--view must be two finite angles in degrees (azimuth, elevation), got {self.view}")
         if self.resolution < 8:
             raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
 

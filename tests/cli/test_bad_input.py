@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
@@ -92,7 +93,8 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
         (["fit", "--sign-rays", "4"], "--sign-rays must be an odd number >= 1"),
         (["pool", "--sign-rays", "0", "--out", "OUT/p.npz"], "--sign-rays must be an odd number >= 1"),
         (["bench", "--sign-rays", "2"], "--sign-rays must be an odd number >= 1"),
-        (["fit", "--device", "gpu"], "--device gpu is not a torch device; use cpu or cuda"),
+        (["fit", "--device", "gpu"], "--device gpu is not a torch device; use e.g. cpu, cuda or cuda:1"),
+        (["fit", "--device", "mps"], "--device mps was asked for but MPS (Apple GPUs) is not available"),
         (["fit", "--pool", "PICTURE"], "is not a sample pool (an .npz written by `rff-sdf pool`)"),
         (["bench", "--meshes", "OUT/missing.ply"], "no mesh file"),
         (["bench", "--meshes", "OUT/a/bunny.ply", "OUT/b/bunny.ply"], "two shapes are named bunny"),
@@ -104,14 +106,25 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
         (["pool", "--eval-samples", "-1", "--out", "OUT/p.npz"], "--eval-samples must be positive"),
         (["pool", "--coarse-scale", "-1", "--out", "OUT/p.npz"], "--coarse-scale must be positive"),
         (["pool", "--fine-scale", "nan", "--out", "OUT/p.npz"], "--fine-scale must be a finite number"),
+        (["fit", "--seed", "-1"], "--seed must be zero or positive"),
+        (["pool", "--seed", "-1", "--out", "OUT/p.npz"], "--seed must be zero or positive"),
+        (["pool", "--out", "OUT/dir.npz", "--overwrite"], "--out OUT/dir.npz is a folder"),
+        (["fit", "--view", "nan", "10"], "--view must be two finite angles"),
+        (["bench", "--view", "10", "inf"], "--view must be two finite angles"),
+        # checked before the pools are sampled (minutes for a real mesh)
+        (["bench", "--shard", "2/2"], "--shard '2/2': need 0 <= I < N"),
+        (["bench", "--job", "5", "--methods", "mlp-pe"], "--job 5 is out of range: there are 1 jobs"),
+        (["bench", "--pools", "PICTURE"], "is not a sample pool"),
     ],
 )
 def test_sdf_options_fail_before_any_work(args, message, picture, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
+    (tmp_path / "dir.npz").mkdir()
     args = [str(a).replace("OUT", str(tmp_path)).replace("PICTURE", str(picture)) for a in args]
     extra = [] if args[0] == "pool" else ["--out", out]
     code, err = run(sdf.entrypoint, [*args, *extra], monkeypatch, capsys)
-    assert code == 2 and message in err and not out.exists() and not (tmp_path / "p.npz").exists()
+    assert code == 2 and message.replace("OUT", str(tmp_path)) in err and err.strip().count("\n") == 0
+    assert not out.exists() and not (tmp_path / "p.npz").exists() and not any((tmp_path / "dir.npz").iterdir())
 
 
 def test_timing_options_fail_before_measuring(picture, tmp_path, monkeypatch, capsys):
@@ -254,6 +267,7 @@ def test_benchmark_sizes_and_scene_paths_that_cannot_work(picture, tmp_path, mon
 def test_image_merge_into_a_file(tmp_path, monkeypatch, capsys):
     (tmp_path / "a-file").write_text("")
     (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "bench.json").write_text("{}")
     args = ["image-merge", "--into", tmp_path / "a-file", "--sources", tmp_path / "source"]
     code, err = run(bench.entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "--into" in err and "a-file is a file" in err
@@ -292,3 +306,94 @@ def test_reports_without_runs_and_repeated_names_are_refused(picture, tmp_path, 
             "--bbox-max", "inf", "1", "1"]  # fmt: skip
     code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "must be finite numbers" in err
+
+
+def test_reports_keep_what_is_in_dest_and_name_only_files_inside_it(tmp_path, monkeypatch, capsys):
+    run_folder = tmp_path / "bench" / "runs" / "pic" / "mlp-pe"
+    run_folder.mkdir(parents=True)
+    (run_folder / "metrics.json").write_text(json.dumps({"image": "pic", "iters": 3, "label": "mlp-pe"}))
+    dest = tmp_path / "notes"
+    dest.mkdir()
+    for name in ("results.md", "scale.md"):
+        (dest / name).write_text("my notes")
+    cases = [
+        (["reproduction-report", "--runs", "--dest", tmp_path / "d"], "give the study's benchmark folders with --runs"),
+        (["reproduction-report", "--runs", tmp_path / "bench", "--dest", tmp_path / "d"],
+         "none of the 1 runs is of --images kodim01 kodim05 kodim13 kodim15 at --iters 5000 (found: pic at 3)"),
+        (["reproduction-report", "--runs", tmp_path / "bench", "--dest", dest, "--images", "pic", "--iters", "3"],
+         "already holds results.md; pass --overwrite"),
+        (["scale-report", "--out", tmp_path / "bench", "--dest", dest], "already holds scale.md; pass --overwrite"),
+        (["nerf-report", "--out", tmp_path / "bench", "--dest", dest], "already holds results.md; pass --overwrite"),
+        (["nerf-report", "--out", tmp_path / "bench", "--dest", tmp_path / "d", "--name", "../escaped"],
+         "--name '../escaped' names files or folders"),
+    ]  # fmt: skip
+    for args, message in cases:
+        code, err = run(bench.entrypoint, args, monkeypatch, capsys)
+        assert code == 2 and message in err and err.strip().count("\n") == 0, (args, err)
+    assert not (tmp_path / "d").exists() and not (tmp_path / "escaped.md").exists()
+    assert [p.read_text() for p in sorted(dest.iterdir())] == ["my notes", "my notes"]
+
+
+def test_sdf_bench_overwrites_only_a_benchmark(tmp_path, monkeypatch, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "results.md").write_text("my notes")
+    code, err = run(sdf.entrypoint, ["bench", "--out", mine, "--overwrite"], monkeypatch, capsys)
+    assert code == 2 and "is not empty and holds no SDF benchmark" in err
+    assert [p.name for p in mine.iterdir()] == ["results.md"] and (mine / "results.md").read_text() == "my notes"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--iters", "0"], "--iters must be a positive integer, got 0"),  # not the protocol's 20k iterations
+        (["--timing-block", "0"], "--timing-block must be a positive integer"),
+        (["--timing-rounds", "-1"], "--timing-rounds must be a positive integer"),
+        (["--graph-check", "-1"], "--graph-check must be zero (no check) or a positive number"),
+    ],
+)
+def test_gpu_table_options_fail_before_any_work(options, message, picture, tmp_path, monkeypatch, capsys):
+    from rff_field.bench import table1
+
+    monkeypatch.chdir(tmp_path)  # the default protocol is the repository's, wherever the command runs
+    code = table1.main(["--out", str(tmp_path / "o"), "--images", str(picture.parent), "--device", "cpu", *options])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1 and not (tmp_path / "o").exists()
+    assert Path(table1.parse_args(["--out", "o"]).protocol.rpartition(":")[0]).is_file()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["image", "--images", "PICDIR", "--variants", "--sweep-names", "--long-names", "--out", "OUT/o"],
+         "nothing to run: --variants is empty"),
+        (["image", "--images", "PICDIR", "--names", "pic", "--sweep-names", "--long-names", "--summarize-only",
+          "--out", "OUT/o"],
+         "no finished jobs of this benchmark"),
+        (["image", "--protocol", "OUT/empty:x", "--out", "OUT/o"], "--protocol OUT/empty:x: OUT/empty is a folder"),
+        (["image-merge", "--into", "OUT/o", "--sources", "OUT/empty"], "OUT/empty holds no image benchmark"),
+        (["image-timing", "--image", "PICDIR", "--variants", "mlp-pe", "--dest", "OUT/o"],
+         "--image PICDIR is a folder; give an image file"),
+        (["image-timing", "--image", "PICTURE", "--variants", "--dest", "OUT/o"], "--variants is empty"),
+        (["batch-timing", "--images", "PICDIR", "--names", "pic", "--variants", "--dest", "OUT/o"],
+         "--variants is empty"),
+        (["filter-timing", "--widths", "--dest", "OUT/o"], "--widths is empty"),
+        (["nerf", "--variants", "--out", "OUT/o"], "--variants is empty"),
+        (["nerf", "--variants", "a/b:rff-nerf-lite", "--out", "OUT/o"], "names files or folders"),
+        (["hash-grid-timing", "--log2-hashmap-size", "64", "--dest", "OUT/o"], "use 30 or less"),
+    ],
+)  # fmt: skip
+def test_benchmarks_that_would_run_nothing_or_write_elsewhere_are_refused(
+    args, message, picture, tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "empty").mkdir()
+    paths = {"OUT": str(tmp_path), "PICDIR": str(picture.parent), "PICTURE": str(picture)}
+
+    def resolved(text):
+        for key, value in paths.items():
+            text = text.replace(key, value)
+        return text
+
+    code, err = run(bench.entrypoint, [resolved(str(a)) for a in args], monkeypatch, capsys)
+    assert code == 2 and resolved(message) in err.strip().splitlines()[-1], err
+    assert not (tmp_path / "o").exists()

@@ -83,8 +83,8 @@ def test_jpeg_reads(tmp_path):
 
 
 def test_float_images_are_clipped_to_unit_range():
-    pixels, _ = to_unit_float(np.array([[-0.5, 0.5], [1.5, 1.0]], dtype=np.float32))
-    assert pixels[..., 0].tolist() == [[0.0, 0.5], [1.0, 1.0]]
+    pixels, _ = to_unit_float(np.array([[-0.5, 0.5, 0.25], [1.5, 1.0, 0.0], [0.0, 0.0, 2.0]], dtype=np.float32))
+    assert pixels[..., 0].tolist() == [[0.0, 0.5, 0.25], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
 
 
 def test_missing_file_is_a_one_line_error(tmp_path):
@@ -100,6 +100,13 @@ def test_unreadable_file_is_a_one_line_error(tmp_path):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("shape", [(2, 2, 3), (2, 64, 3), (64, 1)])
+def test_an_image_smaller_than_the_ssim_window_is_refused(tmp_path, shape):
+    iio.imwrite(tmp_path / "small.png", np.zeros(shape, np.uint8))
+    with pytest.raises(UsageError, match="give an image of at least 3x3"):
+        load_image(tmp_path / "small.png")
+
+
 def test_folder_is_not_an_image(tmp_path):
     with pytest.raises(UsageError, match="not a file"):
         load_image(tmp_path)
@@ -111,13 +118,13 @@ def test_bundled_default_image_loads_offline():
 
 
 def test_downsample_is_the_area_mean():
-    pixels = torch.arange(16, dtype=torch.float32).reshape(4, 4, 1)
+    pixels = torch.arange(36, dtype=torch.float32).reshape(6, 6, 1)
     out = downsample(pixels, 2)
-    assert out.shape == (2, 2, 1)
-    assert out[..., 0].tolist() == [[2.5, 4.5], [10.5, 12.5]]
+    assert out.shape == (3, 3, 1)
+    assert out[..., 0].tolist() == [[3.5, 5.5, 7.5], [15.5, 17.5, 19.5], [27.5, 29.5, 31.5]]
     assert downsample(pixels, 1) is pixels
-    with pytest.raises(UsageError):
-        downsample(pixels, 3)  # 1x1 left
+    with pytest.raises(UsageError, match="leaves under 3x3 pixels"):
+        downsample(pixels, 3)  # 2x2 left: too small for SSIM's window
 
 
 def test_pixel_coordinates_span_minus_one_to_one_row_major():
