@@ -69,6 +69,8 @@ def parse_variant(text: str, presets: Mapping[str, str] = {}, methods: Optional[
         label, spec = ("", text) if text not in presets else (text, presets[text])
     elif "=" in spec.split(",")[0]:  # METHOD:key=value,... (earlier rff-sdf bench form)
         label, spec = text, f"{label},{spec}"
+    elif not label:
+        raise UsageError(f"variant {text!r}: the label before ':' is empty; give one or leave out the ':'")
     else:
         check_plain_name(label, f"the label of variant {text!r},")
     parts = [part.strip() for part in spec.split(",") if part.strip()]

@@ -199,12 +199,12 @@ class Bench:
             self.jobs.check(sdf_bench.sdf_jobs([(name, Path(name)) for name in names], specs))
             check_writable_folder(out, "--out")
             if out.is_dir() and any(out.iterdir()):
-                if not (self.resume or self.jobs.overwrite):
-                    raise UsageError(f"{out} is not empty; choose another --out, or pass --resume or --overwrite")
                 if not (out / "runs").is_dir() and not (out / "pools").is_dir():
                     raise UsageError(
                         f"{out} is not empty and holds no SDF benchmark (runs/, pools/); choose another --out"
                     )
+                if not (self.resume or self.jobs.overwrite):
+                    raise UsageError(f"{out} holds a benchmark; pass --resume to go on or --overwrite to rerun it")
             out.mkdir(parents=True, exist_ok=True)
             shapes = [(Path(pool).stem, Path(pool)) for pool in self.pools]
             for mesh in () if self.pools else self.meshes or (None,):

@@ -338,9 +338,13 @@ def test_sdf_bench_overwrites_only_a_benchmark(tmp_path, monkeypatch, capsys):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "results.md").write_text("my notes")
-    code, err = run(sdf.entrypoint, ["bench", "--out", mine, "--overwrite"], monkeypatch, capsys)
-    assert code == 2 and "is not empty and holds no SDF benchmark" in err
+    for flags in (["--overwrite"], []):  # the advice never names --overwrite for someone's folder
+        code, err = run(sdf.entrypoint, ["bench", "--out", mine, *flags], monkeypatch, capsys)
+        assert code == 2 and "is not empty and holds no SDF benchmark (runs/, pools/); choose another --out" in err
     assert [p.name for p in mine.iterdir()] == ["results.md"] and (mine / "results.md").read_text() == "my notes"
+    (mine / "runs").mkdir()
+    code, err = run(sdf.entrypoint, ["bench", "--out", mine], monkeypatch, capsys)
+    assert code == 2 and "holds a benchmark; pass --resume to go on or --overwrite to rerun it" in err
 
 
 @pytest.mark.parametrize(
