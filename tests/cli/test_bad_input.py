@@ -382,8 +382,9 @@ def test_gpu_table_options_fail_before_any_work(options, message, picture, tmp_p
         (["batch-timing", "--images", "PICDIR", "--names", "pic", "--variants", "--dest", "OUT/o"],
          "--variants is empty"),
         (["filter-timing", "--widths", "--dest", "OUT/o"], "--widths is empty"),
-        (["nerf", "--variants", "--out", "OUT/o"], "--variants is empty"),
-        (["nerf", "--variants", "a/b:rff-nerf-lite", "--out", "OUT/o"], "names files or folders"),
+        (["nerf", "--data", "OUT/empty", "--variants", "--out", "OUT/o"], "--variants is empty"),
+        (["nerf", "--data", "OUT/empty", "--variants", "a/b:rff-nerf-lite", "--out", "OUT/o"],
+         "names files or folders"),
         (["hash-grid-timing", "--log2-hashmap-size", "64", "--dest", "OUT/o"], "use 30 or less"),
     ],
 )  # fmt: skip
