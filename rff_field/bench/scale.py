@@ -67,6 +67,7 @@ VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of questio
     ("x4-8000", "wire22-w128", "residual", "residual filter, 8000 iterations"),
     ("x4-8000", "wire22-w128", "lsmax1e-2", "line search, lr_max 1e-2, 8000 iterations"),
     ("x2-8000", "wire26-w128", "residual", "residual filter, 8000 iterations"),
+    ("x2-8000", "wire26-w128", "lsmax1e-2", "line search, lr_max 1e-2, 8000 iterations"),
 )
 PHASES = (("first 10%", 0.0, 0.1), ("middle 80%", 0.1, 0.9), ("last 10%", 0.9, 1.0))
 DIFF_MARKS = (100, 200, 500, 1000, 2000, 4000, 8000, 20000)
