@@ -38,7 +38,7 @@ def check_pipeline_config(
     elif isinstance(config.model, RFFNerfactoModelConfig):
         check_nerfacto_config(config.model)
     check_datamanager(config.datamanager)
-    check_dataset(config.datamanager.dataparser, test_mode, getattr(config.datamanager, "data", None), method)
+    check_dataset(config.datamanager.dataparser, test_mode, dataset_path(config), method)
 
 
 def exit_on_usage_error(check: Callable[[], None]) -> None:
