@@ -19,8 +19,12 @@ CHAIR=${CHAIR:-../shared/data/nerf_synthetic/chair}
 SCALE=${SCALE:-0.25}
 METHOD=${METHOD:-rff-nerfacto}
 OPTIONS=${OPTIONS:-}   # overrides for both variants, e.g. ",implementation=torch"
-# a Blender scene: its white background, its exact poses kept (nerfacto refines them otherwise); empty for rff-nerf
+CONTROLS=${CONTROLS:-}  # 1: also nerfstudio's nerfacto and the baseline without mixed precision (one budget each)
+# a Blender scene: its white background, its exact poses kept (nerfacto refines them otherwise), and rff-nerfacto-lite's
+# sample counts (with nerfacto's 256+96 proposal and 48 field samples the Fourier field fills the void around the
+# object with fog and stays near 16 dB, on the CPU as on the GPU: benchmarks/nerf/gpu.md); empty for rff-nerf
 SCENE_OPTIONS=${SCENE_OPTIONS-,background_color=white,camera_optimizer.mode=off}
+SAMPLES=${SAMPLES-,num_proposal_samples_per_ray=32 16,num_nerf_samples_per_ray=16}
 PYTHON=${PYTHON:-python}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT/logs"
@@ -29,10 +33,13 @@ mkdir -p "$OUT/logs"
     "$PYTHON" -c "import torch, nerfstudio.utils.external as e; print('torch', torch.__version__, 'cuda', \
 torch.cuda.is_available(), 'tinycudann', e.TCNN_EXISTS)"
 } > "$OUT/logs/env.txt" 2>&1
+VARIANTS=("filter:$METHOD$SCENE_OPTIONS$SAMPLES$OPTIONS" "baseline:$METHOD,use_filter=false$SCENE_OPTIONS$SAMPLES$OPTIONS")
+if [ -n "$CONTROLS" ]; then
+    VARIANTS+=("nerfacto:nerfacto$SCENE_OPTIONS"
+        "baseline-fp32:$METHOD,use_filter=false,mixed_precision=false$SCENE_OPTIONS$SAMPLES$OPTIONS")
+fi
 "$PYTHON" -m rff_field.cli.bench nerf --data "$CHAIR" --out "$OUT" --scale "$SCALE" --seed 42 --device "$DEVICE" \
-    --steps 1000000 --seconds "$BUDGET_S" \
-    --variants "filter:$METHOD$SCENE_OPTIONS$OPTIONS" "baseline:$METHOD,use_filter=false$SCENE_OPTIONS$OPTIONS" \
-    > "$OUT/logs/train.log" 2>&1
+    --steps 1000000 --seconds "$BUDGET_S" --variants "${VARIANTS[@]}" > "$OUT/logs/train.log" 2>&1
 "$PYTHON" -m rff_field.cli.bench nerf-report --overwrite --out "$OUT" --dest "$OUT/report" \
     --title "$METHOD on $(basename "$CHAIR") at scale $SCALE, filter on and off, $BUDGET_S s of training each ($DEVICE)" \
     --how "scripts/gpu_nerf.sh $OUT $BUDGET_S; $(tr '\n' ' ' < "$OUT/logs/env.txt")" > "$OUT/logs/report.log" 2>&1
