@@ -13,7 +13,7 @@
 #   PRECISION  fp32 (default), tf32 or bf16
 #   DEVICE     auto (default), cuda or cpu
 #   GRAPH      1 (default): replay each fit's step as a CUDA graph (batches of one only); empty: eager
-#   FUSED=1    compile the line search's arithmetic into fused kernels (--line-search.fused)
+#   FUSED      1 (default): compile the line search's arithmetic into fused kernels (--line-search.fused); empty: not
 #   GRAPH_CHECK=N  first fit N iterations with and without the graph and compare (OUT/timing/graph_check.md)
 #   TIMING=1   first measure seconds per iteration side by side (OUT/timing); TIMING_BATCHED=1: batched too
 #   PYTHON     the interpreter (default python3)
@@ -21,6 +21,7 @@ set -euo pipefail
 OUT=${1:?usage: scripts/gpu_table1.sh OUT [BUDGET_S]}
 BUDGET_S=${2:-480}
 GRAPH=${GRAPH-1}
+FUSED=${FUSED-1}
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC2086  # VARIANTS and NAMES are lists
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m rff_field.bench.table1 \
