@@ -27,7 +27,7 @@ import torch
 from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_jobs, selected, write_result
 from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.datasets import DATA_ROOT
-from rff_field.common.machine import machine_description
+from rff_field.common.machine import machine_description, missing_accelerator
 from rff_field.common.options import Flat, Hidden
 from rff_field.common.outputs import check_output_files, check_plain_name, check_writable_folder, write_json
 from rff_field.core.errors import UsageError, check_fields
@@ -77,7 +77,7 @@ class NerfBenchConfig:
             raise UsageError(f"--seconds must be positive, got {self.seconds}")
         if self.eval_views is not None and self.eval_views < 1:
             raise UsageError(f"--eval-views must be at least 1, got {self.eval_views}")
-        if self.device == "cuda" and not torch.cuda.is_available():
+        if missing_accelerator(torch.device(self.device)) is not None:
             raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu")
         variants = [parse_variant(text) for text in self.variants]
         if not variants:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from typing import Optional
 
 import torch
 
@@ -18,11 +19,21 @@ def resolve_device(device: str) -> torch.device:
         resolved = torch.device(device)
     except RuntimeError:
         raise UsageError(f"--device {device} is not a torch device; use e.g. cpu, cuda or cuda:1") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
+    missing = missing_accelerator(resolved)
+    if missing == "CUDA":
         raise UsageError(f"--device {device} was asked for but CUDA is not available; use --device cpu or auto")
-    if resolved.type == "mps" and not torch.backends.mps.is_available():
+    if missing == "MPS":
         raise UsageError("--device mps was asked for but MPS (Apple GPUs) is not available; use --device cpu")
     return resolved
+
+
+def missing_accelerator(device: torch.device) -> Optional[str]:
+    """``'CUDA'`` or ``'MPS'`` when ``device`` needs that accelerator and this machine lacks it, else None."""
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return "CUDA"
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        return "MPS"
+    return None
 
 
 def machine_description(device: torch.device) -> str:

@@ -12,6 +12,7 @@ from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from torch.amp import GradScaler
 
+from rff_field.common.machine import missing_accelerator
 from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError, check_fields
 from rff_field.nerf.checks import (
     TestMode,
@@ -66,11 +67,9 @@ class RFFTrainerConfig(TrainerConfig):
     def check_device(self) -> None:
         """Raise :class:`UsageError` for a ``--machine.device-type`` this machine does not have (CUDA is the
         default)."""
-        device = self.machine.device_type
-        if device == "cuda" and not torch.cuda.is_available():
-            raise UsageError("CUDA is not available on this machine; pass --machine.device-type cpu")
-        if device == "mps" and not torch.backends.mps.is_available():
-            raise UsageError("MPS is not available on this machine; pass --machine.device-type cpu")
+        missing = missing_accelerator(torch.device(self.machine.device_type))
+        if missing is not None:
+            raise UsageError(f"{missing} is not available on this machine; pass --machine.device-type cpu")
 
     def check_run_folder(self) -> None:
         """Raise :class:`UsageError` where training would write over the checkpoints of an earlier run (the same
