@@ -2,7 +2,8 @@
 # The CPU protocol of benchmarks/nerf/nerfacto.md: the NeRF synthetic chair at 1/8 resolution (100x100), every method
 # trained for the same time (SECONDS_EACH, default 1200, of CPU time: other jobs on a shared core stretch wall time,
 # not CPU time; CLOCK=wall for wall time) on one pinned core, one after the other: rff-nerfacto-lite
-# with the filter on and off, its filter-off baseline with as many parameters (density MLP width 96), rff-nerf-lite,
+# with the filter on (its default residual form, and the paper's) and off, its filter-off baseline with as many
+# parameters (density MLP width 96), rff-nerf-lite,
 # nerfstudio's nerfacto with the lite's rays and samples per ray (its hash grids as they are), and nerfstudio's own
 # nerfacto and vanilla-nerf as they are configured. The nerfacto-type methods render on a white background as rff-nerf
 # does (the scene's own) and keep the scene's exact camera poses (nerfacto's camera optimiser off; rff-nerf has none:
@@ -28,7 +29,8 @@ LITE="rff-nerfacto-lite,$BLENDER"
 mkdir -p "$OUT/logs"
 SMALL=train_num_rays_per_batch=512,num_proposal_samples_per_ray="32 16",num_nerf_samples_per_ray=16
 "$BENCH" nerf "${COMMON[@]}" --steps 1000000 --seconds "$SECONDS_EACH" --clock "$CLOCK" --variants \
-    "filter:$LITE" "baseline:$LITE,use_filter=false" "baseline-w96:$LITE,use_filter=false,hidden_dim=96" \
+    "filter:$LITE" "filter-paper:$LITE,filter_residual=false" "baseline:$LITE,use_filter=false" \
+    "baseline-w96:$LITE,use_filter=false,hidden_dim=96" \
     "rff-nerf-lite:rff-nerf-lite" "nerfacto-small:nerfacto,$BLENDER,$SMALL" > "$OUT/logs/train.log" 2>&1
 "$BENCH" nerf "${COMMON[@]}" --steps 1000000 --seconds "$SECONDS_EACH" --clock "$CLOCK" --eval-views "$EVAL_VIEWS_SLOW" \
     --variants "nerfacto:nerfacto,$BLENDER" "vanilla-nerf:vanilla-nerf" > "$OUT/logs/train-slow.log" 2>&1

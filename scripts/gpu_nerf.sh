@@ -19,7 +19,8 @@ CHAIR=${CHAIR:-../shared/data/nerf_synthetic/chair}
 SCALE=${SCALE:-0.25}
 METHOD=${METHOD:-rff-nerfacto}
 OPTIONS=${OPTIONS:-}   # overrides for both variants, e.g. ",implementation=torch"
-CONTROLS=${CONTROLS:-}  # 1: also nerfstudio's nerfacto and the baseline without mixed precision (one budget each)
+CONTROLS=${CONTROLS:-}  # 1: also nerfstudio's nerfacto, the baseline without mixed precision and, for rff-nerfacto,
+                        # the paper's filter form (filter_residual=false); one budget each
 # a Blender scene: its white background, its exact poses kept (nerfacto refines them otherwise), and rff-nerfacto-lite's
 # sample counts (with nerfacto's 256+96 proposal and 48 field samples the Fourier field fills the void around the
 # object with fog and stays near 16 dB, on the CPU as on the GPU: benchmarks/nerf/gpu.md); empty for rff-nerf
@@ -37,6 +38,9 @@ VARIANTS=("filter:$METHOD$SCENE_OPTIONS$SAMPLES$OPTIONS" "baseline:$METHOD,use_f
 if [ -n "$CONTROLS" ]; then
     VARIANTS+=("nerfacto:nerfacto$SCENE_OPTIONS"
         "baseline-fp32:$METHOD,use_filter=false,mixed_precision=false$SCENE_OPTIONS$SAMPLES$OPTIONS")
+    if [ "$METHOD" = rff-nerfacto ]; then
+        VARIANTS+=("filter-paper:$METHOD,filter_residual=false$SCENE_OPTIONS$SAMPLES$OPTIONS")
+    fi
 fi
 "$PYTHON" -m rff_field.cli.bench nerf --data "$CHAIR" --out "$OUT" --scale "$SCALE" --seed 42 --device "$DEVICE" \
     --steps 1000000 --seconds "$BUDGET_S" --variants "${VARIANTS[@]}" > "$OUT/logs/train.log" 2>&1

@@ -62,6 +62,8 @@ class FilteredModelConfig:
     """Filter weights at start: PyTorch's default (the paper), or scaled/identity/orthogonal times the gain."""
     filter_init_gain: float = 1.0
     """Gain of the scaled/identity/orthogonal filter initialisations."""
+    filter_residual: bool = False
+    """Feed (1 + f(gamma)) * gamma instead of the paper's f(gamma) * gamma (a deviation: it starts near gamma)."""
     line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
     """The filter's learning rate, set every step by the paper's line search; with ``enabled`` off the 'filter'
     optimizer's constant rate."""
@@ -84,6 +86,7 @@ class FilteredModelConfig:
             filter_bias=self.filter_bias,
             filter_init=self.filter_init,
             filter_init_gain=self.filter_init_gain,
+            filter_residual=self.filter_residual,
         )
 
     def check_embedding(self) -> None:

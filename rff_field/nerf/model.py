@@ -89,6 +89,7 @@ class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
             filter_bias=self.filter_bias,
             filter_init=self.filter_init,
             filter_init_gain=self.filter_init_gain,
+            filter_residual=self.filter_residual,
         )
 
 

@@ -39,7 +39,8 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     """rff-nerfacto: nerfacto with a filtered Fourier feature field in place of its hash grid (Ma et al., ICML 2025).
 
     nerfacto's hash-grid options (num_levels, base_res, max_res, log2_hashmap_size, features_per_level) do not
-    apply to the main field; the proposal networks keep theirs (proposal_net_args_list).
+    apply to the main field; the proposal networks keep theirs (proposal_net_args_list). The filter is the residual
+    form by default (filter_residual).
     """
 
     _target: Type = field(default_factory=lambda: RFFNerfactoModel)
@@ -54,11 +55,19 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     'nerf-pytorch' = sin(2^k x), k=0..L-1."""
     rff_num_frequencies: int = 64
     """Number of random frequency vectors of the 'rff' embedding (it has twice as many features)."""
+    filter_residual: bool = True
+    """Feed (1 + f(gamma)) * gamma (a deviation from the paper, the default here) or, with False, the paper's
+    f(gamma) * gamma, which on a capture with surroundings often ends in a blurred average (docs/nerf.md)."""
     predict_normals: bool = True
     """Predict normals (the 'normals' output that ns-export pointcloud and poisson read)."""
     implementation: Literal["tcnn", "torch"] = "tcnn"
     """MLPs and direction encoding: 'tcnn' (tinycudann; torch with nerfstudio's notice when it is missing) or
     'torch'. The embedding and the filter are always torch."""
+
+    def __setstate__(self, state: dict) -> None:
+        # nerfstudio reads a run's config.yml without __init__: one written before filter_residual existed trained
+        # the paper's form, whatever today's default is.
+        self.__dict__.update({"filter_residual": False, **state})
 
 
 class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):

@@ -12,6 +12,7 @@ import numpy as np
 import open3d as o3d
 import pytest
 import torch
+import yaml
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.scene_box import SceneBox
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
@@ -20,6 +21,7 @@ from nerfstudio.engine.trainer import TrainerConfig
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.nerf.evaluate import evaluate_views
 from rff_field.nerf.loading import load_rff_pipeline
+from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_field import FourierNerfactoField
 from rff_field.nerf.nerfacto_model import RFFNerfactoModel, RFFNerfactoModelConfig
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
@@ -183,6 +185,27 @@ def test_filter_off_is_the_baseline_with_one_change():
     d = 3 + 3 * 2 * 12  # log-linear PE, 12 bands per axis, input included
     assert [tuple(p.shape) for p in on.get_param_groups()[FILTER_GROUP]] == [(d, d)] * 3
     assert isinstance(on.field, FourierNerfactoField) and not hasattr(on.field, "log2_hashmap_size")
+
+
+def test_rff_nerfacto_filters_in_the_residual_form_unless_asked_for_the_papers():
+    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
+
+    def encoding(**options):
+        config = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False, **options)
+        return config.setup(scene_box=box, num_train_data=3).field.mlp_base.encoding
+
+    assert encoding().residual and not encoding(filter_residual=False).residual
+    assert not RFFNeRFModelConfig().position_spec().filter_residual  # rff-nerf keeps the paper's form
+    assert RFFNeRFModelConfig(filter_residual=True).position_spec().filter_residual
+
+
+def test_runs_saved_before_the_residual_default_load_with_the_papers_form():
+    """nerfstudio reads a run's config.yml into the dataclass without calling __init__: a key missing from an older
+    file must mean what that run trained, not today's default."""
+    dumped = yaml.dump(RFFNerfactoModelConfig(filter_residual=True))
+    assert yaml.load(dumped, Loader=yaml.Loader).filter_residual
+    older = "\n".join(line for line in dumped.splitlines() if not line.startswith("filter_residual:"))
+    assert older != dumped and not yaml.load(older, Loader=yaml.Loader).filter_residual
 
 
 @pytest.mark.parametrize("fused", [False, True])
