@@ -82,6 +82,12 @@ class FilteredModelConfig:
             rff_seed=self.rff_seed,
             include_input=True,
             filtered=self.use_filter,
+            **self.filter_options(),
+        )
+
+    def filter_options(self) -> dict:
+        """The :class:`EmbeddingConfig` arguments of the filter, the same for every filtered embedding of a model."""
+        return dict(
             filter_layers=self.filter_num_layers,
             filter_bias=self.filter_bias,
             filter_init=self.filter_init,

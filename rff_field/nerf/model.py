@@ -85,11 +85,7 @@ class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
             pe_bands="nerf-pytorch",
             include_input=True,
             filtered=self.filter_direction,
-            filter_layers=self.filter_num_layers,
-            filter_bias=self.filter_bias,
-            filter_init=self.filter_init,
-            filter_init_gain=self.filter_init_gain,
-            filter_residual=self.filter_residual,
+            **self.filter_options(),
         )
 
 
