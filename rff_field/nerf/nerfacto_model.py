@@ -40,7 +40,7 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
 
     nerfacto's hash-grid options (num_levels, base_res, max_res, log2_hashmap_size, features_per_level) do not
     apply to the main field; the proposal networks keep theirs (proposal_net_args_list). The filter is the residual
-    form by default (filter_residual).
+    form by default (filter_residual), and nerfacto's distortion loss is off (distortion_loss_mult).
     """
 
     _target: Type = field(default_factory=lambda: RFFNerfactoModel)
@@ -58,6 +58,9 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     filter_residual: bool = True
     """Feed (1 + f(gamma)) * gamma (a deviation from the paper, the default here) or, with False, the paper's
     f(gamma) * gamma, which on a capture with surroundings often ends in a blurred average (docs/nerf.md)."""
+    distortion_loss_mult: float = 0.0
+    """nerfacto's distortion loss (0.002 there) is off: on a capture with surroundings it drove this Fourier field
+    into a blurred average of the photos (docs/nerf.md)."""
     predict_normals: bool = True
     """Predict normals (the 'normals' output that ns-export pointcloud and poisson read)."""
     implementation: Literal["tcnn", "torch"] = "tcnn"

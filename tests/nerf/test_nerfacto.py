@@ -13,6 +13,7 @@ import open3d as o3d
 import pytest
 import torch
 import yaml
+from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.scene_box import SceneBox
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
@@ -197,6 +198,30 @@ def test_rff_nerfacto_filters_in_the_residual_form_unless_asked_for_the_papers()
     assert encoding().residual and not encoding(filter_residual=False).residual
     assert not RFFNeRFModelConfig().position_spec().filter_residual  # rff-nerf keeps the paper's form
     assert RFFNeRFModelConfig(filter_residual=True).position_spec().filter_residual
+
+
+def test_nerfactos_distortion_loss_is_off_unless_asked_for():
+    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
+    rays = RayBundle(
+        origins=torch.tensor([[0.0, 0.0, -3.0]]).repeat(8, 1),
+        directions=torch.nn.functional.normalize(torch.randn(8, 3).abs() * 0.1 + torch.tensor([0.0, 0.0, 1.0]), dim=-1),
+        pixel_area=torch.full((8, 1), 1e-4),
+        camera_indices=torch.zeros(8, 1, dtype=torch.long),
+    )
+    batch = {"image": torch.rand(8, 3)}
+
+    def losses(**options):
+        torch.manual_seed(0)
+        config = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False, **options)
+        model = config.setup(scene_box=box, num_train_data=1)
+        with torch.no_grad():
+            outputs = model(rays)
+            return model.get_loss_dict(outputs, batch, model.get_metrics_dict(outputs, batch))
+
+    default, nerfactos = losses(), losses(distortion_loss_mult=0.002)
+    assert float(nerfactos["distortion_loss"]) > 0
+    assert float(default.get("distortion_loss", 0.0)) == 0.0
+    assert float(default["rgb_loss"]) == pytest.approx(float(nerfactos["rgb_loss"]))
 
 
 def test_runs_saved_before_the_residual_default_load_with_the_papers_form():
