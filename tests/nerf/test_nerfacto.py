@@ -59,6 +59,12 @@ def tiny_config(data: Path, output_dir: Path, steps: int = STEPS, blender: bool 
     return config
 
 
+def untrained_model(num_train_data: int = 3, **options) -> RFFNerfactoModel:
+    """An rff-nerfacto model as configured (torch MLPs unless ``implementation`` says otherwise) in [-1, 1]^3."""
+    config = RFFNerfactoModelConfig(**{"implementation": "torch", "compute_lpips": False, **options})
+    return config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=num_train_data)
+
+
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory):
     return write_nerfstudio_capture(
@@ -157,12 +163,10 @@ def test_the_tcnn_option_falls_back_to_torch_with_nerfstudios_notice(capsys):
     from nerfstudio.utils.external import TCNN_EXISTS
 
     assert not TCNN_EXISTS
-    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
     models = {}
     for implementation in ("torch", "tcnn"):
         torch.manual_seed(0)
-        config = RFFNerfactoModelConfig(implementation=implementation, compute_lpips=False)
-        models[implementation] = config.setup(scene_box=box, num_train_data=3)
+        models[implementation] = untrained_model(implementation=implementation)
         printed = capsys.readouterr().out
         assert ("Using a slow implementation for the MLP module" in printed) == (implementation == "tcnn")
     torch_model, fallback = models["torch"], models["tcnn"]
@@ -175,11 +179,7 @@ def test_the_tcnn_option_falls_back_to_torch_with_nerfstudios_notice(capsys):
 
 
 def test_filter_off_is_the_baseline_with_one_change():
-    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
-    on = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False).setup(scene_box=box, num_train_data=3)
-    off = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False, use_filter=False).setup(
-        scene_box=box, num_train_data=3
-    )
+    on, off = untrained_model(), untrained_model(use_filter=False)
     assert set(on.get_param_groups()) == GROUPS and set(off.get_param_groups()) == GROUPS - {FILTER_GROUP}
     for name in GROUPS - {FILTER_GROUP}:
         assert [p.shape for p in on.get_param_groups()[name]] == [p.shape for p in off.get_param_groups()[name]]
@@ -189,19 +189,13 @@ def test_filter_off_is_the_baseline_with_one_change():
 
 
 def test_rff_nerfacto_filters_in_the_residual_form_unless_asked_for_the_papers():
-    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
-
-    def encoding(**options):
-        config = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False, **options)
-        return config.setup(scene_box=box, num_train_data=3).field.mlp_base.encoding
-
-    assert encoding().residual and not encoding(filter_residual=False).residual
+    assert untrained_model().field.mlp_base.encoding.residual
+    assert not untrained_model(filter_residual=False).field.mlp_base.encoding.residual
     assert not RFFNeRFModelConfig().position_spec().filter_residual  # rff-nerf keeps the paper's form
     assert RFFNeRFModelConfig(filter_residual=True).position_spec().filter_residual
 
 
 def test_nerfactos_distortion_loss_is_off_unless_asked_for():
-    box = SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3]))
     rays = RayBundle(
         origins=torch.tensor([[0.0, 0.0, -3.0]]).repeat(8, 1),
         directions=torch.nn.functional.normalize(torch.randn(8, 3).abs() * 0.1 + torch.tensor([0.0, 0.0, 1.0]), dim=-1),
@@ -212,8 +206,7 @@ def test_nerfactos_distortion_loss_is_off_unless_asked_for():
 
     def losses(**options):
         torch.manual_seed(0)
-        config = RFFNerfactoModelConfig(implementation="torch", compute_lpips=False, **options)
-        model = config.setup(scene_box=box, num_train_data=1)
+        model = untrained_model(num_train_data=1, **options)
         with torch.no_grad():
             outputs = model(rays)
             return model.get_loss_dict(outputs, batch, model.get_metrics_dict(outputs, batch))
