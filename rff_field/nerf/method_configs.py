@@ -24,7 +24,7 @@ from nerfstudio.plugins.types import MethodSpecification
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.model import RFFNeRFModelConfig
-from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
+from rff_field.nerf.nerfacto_model import LITE_FIELD_SAMPLES, LITE_PROPOSAL_SAMPLES, RFFNerfactoModelConfig
 from rff_field.nerf.pipeline import RFFPipelineConfig, RFFTrainerConfig
 from rff_field.nerf.schedulers import FloatExponentialDecaySchedulerConfig
 
@@ -166,8 +166,8 @@ rff_nerfacto_lite = MethodSpecification(
                 num_frequencies=8,
                 pe_scale=32.0,
                 appearance_embed_dim=16,
-                num_proposal_samples_per_ray=(32, 16),
-                num_nerf_samples_per_ray=16,
+                num_proposal_samples_per_ray=LITE_PROPOSAL_SAMPLES,
+                num_nerf_samples_per_ray=LITE_FIELD_SAMPLES,
                 proposal_net_args_list=[
                     {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 64, "use_linear": False},
                     {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 128, "use_linear": False},

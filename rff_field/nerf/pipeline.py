@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Literal, Optional, Type
 
 import torch
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
+from nerfstudio.utils.rich_utils import CONSOLE
 from torch.amp import GradScaler
 
 from rff_field.common.machine import missing_accelerator
@@ -26,7 +28,7 @@ from rff_field.nerf.checks import (
 )
 from rff_field.nerf.divergence import report_divergence_in_one_line
 from rff_field.nerf.model import RFFNeRFModelConfig
-from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
+from rff_field.nerf.nerfacto_model import LITE_FIELD_SAMPLES, LITE_PROPOSAL_SAMPLES, RFFNerfactoModelConfig
 
 
 def check_pipeline_config(
@@ -40,6 +42,25 @@ def check_pipeline_config(
         check_nerfacto_config(config.model)
     check_datamanager(config.datamanager)
     check_dataset(config.datamanager.dataparser, test_mode, dataset_path(config), method)
+
+
+def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[str]:
+    """A notice for ``rff-nerfacto`` on a Blender scene (an object in a void) with other proposal counts than
+    ``-lite``'s: with nerfacto's, and with 64 + 32 and 128 + 48, its Fourier field ended as a faint haze there."""
+    model = config.model
+    if not isinstance(model, RFFNerfactoModelConfig) or not isinstance(
+        getattr(config.datamanager, "dataparser", None), BlenderDataParserConfig
+    ):
+        return None
+    samples = tuple(model.num_proposal_samples_per_ray)
+    if samples == LITE_PROPOSAL_SAMPLES:
+        return None
+    return (
+        f"rff-nerfacto samples {' + '.join(map(str, samples))} proposal points per ray; on Blender scenes (an object "
+        "in a void) its field ended as a faint haze with no surface with nerfacto's 256 + 96, 128 + 48 and 64 + 32 "
+        "(docs/nerf.md), and trained with rff-nerfacto-lite's counts: --pipeline.model.num-proposal-samples-per-ray "
+        f"{' '.join(map(str, LITE_PROPOSAL_SAMPLES))} --pipeline.model.num-nerf-samples-per-ray {LITE_FIELD_SAMPLES}"
+    )
 
 
 def exit_on_usage_error(check: Callable[[], None]) -> None:
@@ -88,6 +109,9 @@ class RFFTrainerConfig(TrainerConfig):
         exit_on_usage_error(self.check_run_folder)
         report_divergence_in_one_line()
         super().print_to_terminal()
+        notice = object_in_void_sampling_notice(self.pipeline)  # type: ignore[arg-type]
+        if notice is not None:
+            CONSOLE.print(f"[yellow]Notice: {notice}.[/yellow]", soft_wrap=True)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from rff_field.nerf.checks import (
 )
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
+from rff_field.nerf.pipeline import object_in_void_sampling_notice
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
 from tests.nerf.environment import OUR_METHODS, ns_environment
 
@@ -291,6 +292,29 @@ def test_trainer_refuses_to_write_over_an_earlier_runs_checkpoints(scene, tmp_pa
     config.load_dir = checkpoint.parent
     config.print_to_terminal()  # continuing it is what --load-dir asks for
     assert checkpoint.read_bytes() == b"earlier run"
+
+
+def test_rff_nerfacto_on_a_blender_scene_names_the_sampling_that_trains_there(scene, capture, capsys):
+    import copy
+
+    from rff_field.nerf.method_configs import rff_nerfacto, rff_nerfacto_lite
+
+    def trainer(spec, data: Path, blender: bool):
+        config = copy.deepcopy(spec.config)
+        config.machine.device_type = "cpu"
+        if blender:
+            config.pipeline.datamanager.dataparser = BlenderDataParserConfig()
+        config.pipeline.datamanager.data = data
+        return config
+
+    trainer(rff_nerfacto, scene, blender=True).print_to_terminal()
+    notice = capsys.readouterr().out.replace("\n", "")
+    assert "Notice: rff-nerfacto samples 256 + 96 proposal points per ray; on Blender scenes" in notice
+    assert "--pipeline.model.num-proposal-samples-per-ray 32 16 --pipeline.model.num-nerf-samples-per-ray 16" in notice
+    for quiet in (trainer(rff_nerfacto_lite, scene, blender=True), trainer(rff_nerfacto, capture, blender=False)):
+        assert object_in_void_sampling_notice(quiet.pipeline) is None
+        quiet.print_to_terminal()
+        assert "Notice" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
