@@ -35,7 +35,7 @@ from rff_field.nerf.nerfacto_field import FourierNerfactoField
 
 LITE_PROPOSAL_SAMPLES = (32, 16)
 """rff-nerfacto-lite's proposal samples per ray, the counts with which the Fourier field trained on an object in a void
-(nerfacto's 256 + 96 left it a faint haze there; docs/nerf.md)."""
+(with nerfacto's 256 + 96 it grew no surface there; docs/nerf.md)."""
 LITE_FIELD_SAMPLES = 16
 """rff-nerfacto-lite's field samples per ray."""
 

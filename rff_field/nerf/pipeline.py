@@ -46,7 +46,7 @@ def check_pipeline_config(
 
 def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[str]:
     """A notice for ``rff-nerfacto`` on a Blender scene (an object in a void) with other proposal counts than
-    ``-lite``'s: with nerfacto's, and with 64 + 32 and 128 + 48, its Fourier field ended as a faint haze there."""
+    ``-lite``'s: with nerfacto's, and with 64 + 32 and 128 + 48, its Fourier field grew no surface there."""
     model = config.model
     if not isinstance(model, RFFNerfactoModelConfig) or not isinstance(
         getattr(config.datamanager, "dataparser", None), BlenderDataParserConfig
@@ -57,7 +57,7 @@ def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[st
         return None
     return (
         f"rff-nerfacto samples {' + '.join(map(str, samples))} proposal points per ray; on Blender scenes (an object "
-        "in a void) its field ended as a faint haze with no surface with nerfacto's 256 + 96, 128 + 48 and 64 + 32 "
+        "in a void) its field grew no surface (a white render) with nerfacto's 256 + 96, 128 + 48 and 64 + 32 "
         "(docs/nerf.md), and trained with rff-nerfacto-lite's counts: --pipeline.model.num-proposal-samples-per-ray "
         f"{' '.join(map(str, LITE_PROPOSAL_SAMPLES))} --pipeline.model.num-nerf-samples-per-ray {LITE_FIELD_SAMPLES}"
     )
