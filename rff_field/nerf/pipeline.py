@@ -49,7 +49,7 @@ def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[st
     ``-lite``'s: with nerfacto's, and with 64 + 32 and 128 + 48, its Fourier field grew no surface there."""
     model = config.model
     if not isinstance(model, RFFNerfactoModelConfig) or not isinstance(
-        getattr(config.datamanager, "dataparser", None), BlenderDataParserConfig
+        config.datamanager.dataparser, BlenderDataParserConfig
     ):
         return None
     samples = tuple(model.num_proposal_samples_per_ray)
