@@ -65,12 +65,18 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
     )  # fmt: skip
     if config.use_appearance_embedding:
         check_fields(config, positive_int=("appearance_embed_dim",), prefix=MODEL_OPTION_PREFIX)
-    samples = config.num_proposal_samples_per_ray
-    if len(samples) < config.num_proposal_iterations or not all(n > 0 for n in samples):
-        raise UsageError(
-            f"--pipeline.model.num-proposal-samples-per-ray {' '.join(map(str, samples))} needs a positive count for "
-            f"each of the {config.num_proposal_iterations} proposal iterations"
-        )
+    check_fields(config, non_negative_int=("coarse_sampling_steps",), prefix=MODEL_OPTION_PREFIX)
+    proposal_counts = ["num_proposal_samples_per_ray"]
+    if config.coarse_sampling_steps > 0:
+        check_fields(config, positive_int=("coarse_nerf_samples_per_ray",), prefix=MODEL_OPTION_PREFIX)
+        proposal_counts.append("coarse_proposal_samples_per_ray")
+    for name in proposal_counts:
+        samples = getattr(config, name)
+        if len(samples) < config.num_proposal_iterations or not all(n > 0 for n in samples):
+            raise UsageError(
+                f"{MODEL_OPTION_PREFIX}{name.replace('_', '-')} {' '.join(map(str, samples))} needs a positive count "
+                f"for each of the {config.num_proposal_iterations} proposal iterations"
+            )
     if not 0 <= config.near_plane < config.far_plane:
         raise UsageError(
             f"--pipeline.model.near-plane must lie in [0, far-plane), got {config.near_plane} (far {config.far_plane})"

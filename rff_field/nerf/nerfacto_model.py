@@ -13,7 +13,7 @@ from typing import Dict, List, Literal, Optional, Tuple, Type
 
 import numpy as np
 import torch
-from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.field_components.spatial_distortions import SceneContraction
 from nerfstudio.fields.density_fields import HashMLPDensityField
 from nerfstudio.model_components.losses import MSELoss
@@ -69,6 +69,14 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     into a blurred average of the photos (docs/nerf.md)."""
     predict_normals: bool = True
     """Predict normals (the 'normals' output that ns-export pointcloud and poisson read)."""
+    coarse_sampling_steps: int = 0
+    """Train the first this many steps with the coarse counts below, then with num_proposal_samples_per_ray and
+    num_nerf_samples_per_ray (0: the configured counts from the start). On an object in a void the Fourier field
+    grows no surface when it starts with nerfacto's counts, and keeps it when it starts coarse (docs/nerf.md)."""
+    coarse_proposal_samples_per_ray: Tuple[int, ...] = LITE_PROPOSAL_SAMPLES
+    """Proposal samples per ray (per proposal iteration) for the first coarse_sampling_steps steps."""
+    coarse_nerf_samples_per_ray: int = LITE_FIELD_SAMPLES
+    """Field samples per ray for the first coarse_sampling_steps steps."""
     implementation: Literal["tcnn", "torch"] = "tcnn"
     """MLPs and direction encoding: 'tcnn' (tinycudann; torch with nerfstudio's notice when it is missing) or
     'torch'. The embedding and the filter are always torch."""
@@ -182,9 +190,25 @@ class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
     def get_training_callbacks(
         self, training_callback_attributes: TrainingCallbackAttributes
     ) -> List[TrainingCallback]:
-        """nerfacto's proposal annealing, then the divergence stop, the line search and the filter-rate log."""
-        return super().get_training_callbacks(training_callback_attributes) + self.filter_callbacks(
-            training_callback_attributes
+        """nerfacto's proposal annealing, the coarse sampling of the first steps, then the divergence stop, the line
+        search and the filter-rate log."""
+        callbacks = super().get_training_callbacks(training_callback_attributes)
+        if self.config.coarse_sampling_steps > 0:
+            before_step = [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION]
+            callbacks.append(TrainingCallback(where_to_run=before_step, func=self.set_sample_counts))
+        return callbacks + self.filter_callbacks(training_callback_attributes)
+
+    def set_sample_counts(self, step: int) -> None:
+        """Sample with the coarse counts before step ``coarse_sampling_steps``, with the configured ones from it (so
+        that evaluation, the viewer and a resumed run past it use the configured counts)."""
+        config = self.config
+        coarse = step < config.coarse_sampling_steps
+        sampler = self.proposal_sampler
+        sampler.num_proposal_samples_per_ray = tuple(
+            config.coarse_proposal_samples_per_ray if coarse else config.num_proposal_samples_per_ray
+        )
+        sampler.num_nerf_samples_per_ray = (
+            config.coarse_nerf_samples_per_ray if coarse else config.num_nerf_samples_per_ray
         )
 
     def get_image_metrics_and_images(

@@ -225,6 +225,9 @@ def test_unsupported_options(override, message):
         ({"line_search": LineSearchConfig(lr_max=-1.0)}, "line-search.lr-max"),
         ({"appearance_embed_dim": -1}, "appearance-embed-dim must be positive"),
         ({"distortion_loss_mult": -1.0}, "distortion-loss-mult must be zero or positive"),
+        ({"coarse_sampling_steps": -1}, "coarse-sampling-steps must be zero or positive"),
+        ({"coarse_sampling_steps": 10, "coarse_nerf_samples_per_ray": 0}, "coarse-nerf-samples-per-ray must be"),
+        ({"coarse_sampling_steps": 10, "coarse_proposal_samples_per_ray": (8,)}, "coarse-proposal-samples-per-ray 8 "),
     ],
 )
 def test_unsupported_nerfacto_options(override, message):

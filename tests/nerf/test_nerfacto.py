@@ -127,6 +127,31 @@ def test_trains_and_evaluates_on_a_blender_scene(tmp_path):
     ]
 
 
+def test_coarse_sampling_for_the_first_steps_then_the_configured_counts(tmp_path):
+    scene = write_blender_scene(tmp_path / "scene", SceneSpec(image_size=16, num_train=4, num_val=1, num_test=1))
+    config = tiny_config(scene, tmp_path / "runs", steps=5, blender=True)
+    model_config = config.pipeline.model
+    assert isinstance(model_config, RFFNerfactoModelConfig)
+    model_config.coarse_sampling_steps = 3
+    model_config.coarse_proposal_samples_per_ray, model_config.coarse_nerf_samples_per_ray = (5, 4), 3
+    training_samples = []  # per training step: (proposal samples of each level, field samples)
+
+    def record(sampler, inputs, outputs):
+        if sampler.training:
+            ray_samples, weights_list, ray_samples_list = outputs
+            training_samples.append((tuple(s.shape[-1] for s in ray_samples_list), ray_samples.shape[-1]))
+
+    def on_setup(trainer):
+        trainer.pipeline.model.proposal_sampler.register_forward_hook(record)
+
+    config_path = train_in_process(config, on_setup=on_setup)
+    assert training_samples == [((5, 4), 3)] * 3 + [((8, 8), 8)] * 2
+    _, pipeline, model, _ = load_rff_pipeline(config_path, test_mode="test")  # a loaded run samples as configured
+    outputs = model.get_outputs_for_camera(pipeline.datamanager.eval_dataset.cameras[0:1])
+    assert outputs["rgb"].shape[:2] == (16, 16)
+    assert model.proposal_sampler.num_nerf_samples_per_ray == 8
+
+
 def test_ns_export_pointcloud_with_its_defaults(trained, tmp_path):
     """The real command, default normal method (the model's 'normals' output): a coloured cloud with normals."""
     cmd = [str(BIN / "ns-export"), "pointcloud", "--load-config", str(trained["config_path"]),
