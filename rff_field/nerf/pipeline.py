@@ -27,6 +27,7 @@ from rff_field.nerf.checks import (
     dataset_path,
 )
 from rff_field.nerf.divergence import report_divergence_in_one_line
+from rff_field.nerf.filtered_model import MODEL_OPTION_PREFIX
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import LITE_FIELD_SAMPLES, LITE_PROPOSAL_SAMPLES, RFFNerfactoModelConfig
 
@@ -45,21 +46,26 @@ def check_pipeline_config(
 
 
 def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[str]:
-    """A notice for ``rff-nerfacto`` on a Blender scene (an object in a void) with other proposal counts than
-    ``-lite``'s: with nerfacto's, and with 64 + 32 and 128 + 48, its Fourier field grew no surface there."""
+    """A notice for ``rff-nerfacto`` on a Blender scene (an object in a void) that starts with other proposal counts
+    than ``-lite``'s: started with nerfacto's, and with 64 + 32 and 128 + 48, its Fourier field grew no surface
+    there."""
     model = config.model
     if not isinstance(model, RFFNerfactoModelConfig) or not isinstance(
         config.datamanager.dataparser, BlenderDataParserConfig
     ):
         return None
-    samples = tuple(model.num_proposal_samples_per_ray)
+    coarse_start = model.coarse_sampling_steps > 0
+    samples = tuple(model.coarse_proposal_samples_per_ray if coarse_start else model.num_proposal_samples_per_ray)
     if samples == LITE_PROPOSAL_SAMPLES:
         return None
+    option = MODEL_OPTION_PREFIX + ("coarse-" if coarse_start else "num-")
     return (
-        f"rff-nerfacto samples {' + '.join(map(str, samples))} proposal points per ray; on Blender scenes (an object "
-        "in a void) its field grew no surface (a white render) with nerfacto's 256 + 96, 128 + 48 and 64 + 32 "
-        "(docs/nerf.md), and trained with rff-nerfacto-lite's counts: --pipeline.model.num-proposal-samples-per-ray "
-        f"{' '.join(map(str, LITE_PROPOSAL_SAMPLES))} --pipeline.model.num-nerf-samples-per-ray {LITE_FIELD_SAMPLES}"
+        f"rff-nerfacto starts with {' + '.join(map(str, samples))} proposal samples per ray; on Blender scenes (an "
+        "object in a void) its field grew no surface (a white render) when it started with nerfacto's 256 + 96, "
+        "128 + 48 or 64 + 32, and trained when it started with rff-nerfacto-lite's (docs/nerf.md): "
+        f"{option}proposal-samples-per-ray {' '.join(map(str, LITE_PROPOSAL_SAMPLES))} "
+        f"{option}nerf-samples-per-ray {LITE_FIELD_SAMPLES}"
+        + ("" if coarse_start else f", or {MODEL_OPTION_PREFIX}coarse-sampling-steps 200 to start with those counts")
     )
 
 
