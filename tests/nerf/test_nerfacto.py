@@ -134,22 +134,23 @@ def test_coarse_sampling_for_the_first_steps_then_the_configured_counts(tmp_path
     assert isinstance(model_config, RFFNerfactoModelConfig)
     model_config.coarse_sampling_steps = 3
     model_config.coarse_proposal_samples_per_ray, model_config.coarse_nerf_samples_per_ray = (5, 4), 3
-    training_samples = []  # per training step: (proposal samples of each level, field samples)
+    samples = {True: [], False: []}  # training or not: (proposal samples of each level, field samples) per call
 
     def record(sampler, inputs, outputs):
-        if sampler.training:
-            ray_samples, weights_list, ray_samples_list = outputs
-            training_samples.append((tuple(s.shape[-1] for s in ray_samples_list), ray_samples.shape[-1]))
+        ray_samples, _, ray_samples_list = outputs
+        samples[sampler.training].append((tuple(s.shape[-1] for s in ray_samples_list), ray_samples.shape[-1]))
 
     def on_setup(trainer):
         trainer.pipeline.model.proposal_sampler.register_forward_hook(record)
 
     config_path = train_in_process(config, on_setup=on_setup)
-    assert training_samples == [((5, 4), 3)] * 3 + [((8, 8), 8)] * 2
+    assert samples[True] == [((5, 4), 3)] * 3 + [((8, 8), 8)] * 2
     _, pipeline, model, _ = load_rff_pipeline(config_path, test_mode="test")  # a loaded run samples as configured
+    samples[False].clear()
+    model.proposal_sampler.register_forward_hook(record)
     outputs = model.get_outputs_for_camera(pipeline.datamanager.eval_dataset.cameras[0:1])
     assert outputs["rgb"].shape[:2] == (16, 16)
-    assert model.proposal_sampler.num_nerf_samples_per_ray == 8
+    assert samples[False] and set(samples[False]) == {((8, 8), 8)}
 
 
 def test_ns_export_pointcloud_with_its_defaults(trained, tmp_path):
