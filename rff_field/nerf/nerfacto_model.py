@@ -81,6 +81,12 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     """MLPs and direction encoding: 'tcnn' (tinycudann; torch with nerfstudio's notice when it is missing) or
     'torch'. The embedding and the filter are always torch."""
 
+    def sample_counts(self, step: int) -> Tuple[Tuple[int, ...], int]:
+        """The proposal samples per ray (per proposal iteration) and the field samples per ray at training ``step``."""
+        if step < self.coarse_sampling_steps:
+            return tuple(self.coarse_proposal_samples_per_ray), self.coarse_nerf_samples_per_ray
+        return tuple(self.num_proposal_samples_per_ray), self.num_nerf_samples_per_ray
+
     def __setstate__(self, state: dict) -> None:
         # nerfstudio reads a run's config.yml without __init__: one written before filter_residual existed trained
         # the paper's form, whatever today's default is.
@@ -201,15 +207,8 @@ class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
     def set_sample_counts(self, step: int) -> None:
         """Sample with the coarse counts before step ``coarse_sampling_steps``, with the configured ones from it (so
         that evaluation, the viewer and a resumed run past it use the configured counts)."""
-        config = self.config
-        coarse = step < config.coarse_sampling_steps
         sampler = self.proposal_sampler
-        sampler.num_proposal_samples_per_ray = tuple(
-            config.coarse_proposal_samples_per_ray if coarse else config.num_proposal_samples_per_ray
-        )
-        sampler.num_nerf_samples_per_ray = (
-            config.coarse_nerf_samples_per_ray if coarse else config.num_nerf_samples_per_ray
-        )
+        sampler.num_proposal_samples_per_ray, sampler.num_nerf_samples_per_ray = self.config.sample_counts(step)
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]

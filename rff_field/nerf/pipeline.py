@@ -55,7 +55,7 @@ def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[st
     ):
         return None
     coarse_start = model.coarse_sampling_steps > 0
-    samples = tuple(model.coarse_proposal_samples_per_ray if coarse_start else model.num_proposal_samples_per_ray)
+    samples, _ = model.sample_counts(step=0)
     if samples == LITE_PROPOSAL_SAMPLES:
         return None
     option = MODEL_OPTION_PREFIX + ("coarse-" if coarse_start else "num-")
