@@ -22,8 +22,9 @@ OPTIONS=${OPTIONS:-}   # overrides for both variants, e.g. ",implementation=torc
 CONTROLS=${CONTROLS:-}  # 1: also nerfstudio's nerfacto, the baseline without mixed precision and, for rff-nerfacto,
                         # the paper's filter form (filter_residual=false); one budget each
 # a Blender scene: its white background, its exact poses kept (nerfacto refines them otherwise), and rff-nerfacto-lite's
-# sample counts (with nerfacto's 256+96 proposal and 48 field samples the Fourier field fills the void around the
-# object with fog and stays near 16 dB, on the CPU as on the GPU: benchmarks/nerf/gpu.md); empty for rff-nerf
+# sample counts (started with nerfacto's 256+96 proposal and 48 field samples the Fourier field fills the void around
+# the object with fog and stays near 16 dB, on the CPU as on the GPU: benchmarks/nerf/gpu.md); SCENE_OPTIONS empty
+# for rff-nerf; SAMPLES empty for rff-nerfacto's own sampling (nerfacto's counts after a 200-step coarse start)
 SCENE_OPTIONS=${SCENE_OPTIONS-,background_color=white,camera_optimizer.mode=off}
 SAMPLES=${SAMPLES-,num_proposal_samples_per_ray=32 16,num_nerf_samples_per_ray=16}
 PYTHON=${PYTHON:-python}

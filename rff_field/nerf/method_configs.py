@@ -168,6 +168,7 @@ rff_nerfacto_lite = MethodSpecification(
                 appearance_embed_dim=16,
                 num_proposal_samples_per_ray=LITE_PROPOSAL_SAMPLES,
                 num_nerf_samples_per_ray=LITE_FIELD_SAMPLES,
+                coarse_sampling_steps=0,  # its counts are the coarse ones
                 proposal_net_args_list=[
                     {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 64, "use_linear": False},
                     {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 128, "use_linear": False},

@@ -316,18 +316,17 @@ def test_rff_nerfacto_on_a_blender_scene_names_the_sampling_that_trains_there(sc
         config.print_to_terminal()
         return capsys.readouterr().out.replace("\n", "")
 
-    # rff-nerfacto starts with nerfacto's counts: a notice on a Blender scene, none on a capture nor for -lite
-    for quiet in (trainer(rff_nerfacto_lite, scene, blender=True), trainer(rff_nerfacto, capture, blender=False),
-                  trainer(rff_nerfacto, scene, blender=True, coarse_sampling_steps=200)):  # fmt: skip
+    # rff-nerfacto starts coarse and -lite samples coarsely throughout: no notice; started with nerfacto's counts on
+    # a Blender scene: a notice (none on a capture)
+    for quiet in (trainer(rff_nerfacto_lite, scene, blender=True), trainer(rff_nerfacto, scene, blender=True),
+                  trainer(rff_nerfacto, capture, blender=False, coarse_sampling_steps=0)):  # fmt: skip
         assert object_in_void_sampling_notice(quiet.pipeline) is None
         assert "Notice" not in notice(quiet)
-    started_dense = notice(trainer(rff_nerfacto, scene, blender=True))
+    started_dense = notice(trainer(rff_nerfacto, scene, blender=True, coarse_sampling_steps=0))
     assert "Notice: rff-nerfacto starts with 256 + 96 proposal samples per ray; on Blender scenes" in started_dense
     hint = "--pipeline.model.num-proposal-samples-per-ray 32 16 --pipeline.model.num-nerf-samples-per-ray 16, or "
     assert hint + "--pipeline.model.coarse-sampling-steps 200 to start with those counts" in started_dense
-    coarse_dense = notice(
-        trainer(rff_nerfacto, scene, blender=True, coarse_sampling_steps=200, coarse_proposal_samples_per_ray=(64, 32))
-    )
+    coarse_dense = notice(trainer(rff_nerfacto, scene, blender=True, coarse_proposal_samples_per_ray=(64, 32)))
     assert "starts with 64 + 32 proposal samples" in coarse_dense
     assert "--pipeline.model.coarse-proposal-samples-per-ray 32 16 --pipeline.model.coarse-nerf" in coarse_dense
 

@@ -243,13 +243,15 @@ def test_nerfactos_distortion_loss_is_off_unless_asked_for():
     assert float(default["rgb_loss"]) == pytest.approx(float(nerfactos["rgb_loss"]))
 
 
-def test_runs_saved_before_the_residual_default_load_with_the_papers_form():
+@pytest.mark.parametrize("option, before", [("filter_residual", False), ("coarse_sampling_steps", 0)])
+def test_runs_saved_before_an_option_load_as_they_trained(option, before):
     """nerfstudio reads a run's config.yml into the dataclass without calling __init__: a key missing from an older
-    file must mean what that run trained, not today's default."""
-    dumped = yaml.dump(RFFNerfactoModelConfig(filter_residual=True))
-    assert yaml.load(dumped, Loader=yaml.Loader).filter_residual
-    older = "\n".join(line for line in dumped.splitlines() if not line.startswith("filter_residual:"))
-    assert older != dumped and not yaml.load(older, Loader=yaml.Loader).filter_residual
+    file must mean what that run trained (the paper's form, nerfacto's counts from the first step), not today's
+    default."""
+    dumped = yaml.dump(RFFNerfactoModelConfig())
+    assert getattr(yaml.load(dumped, Loader=yaml.Loader), option) != before
+    older = "\n".join(line for line in dumped.splitlines() if not line.startswith(f"{option}:"))
+    assert older != dumped and getattr(yaml.load(older, Loader=yaml.Loader), option) == before
 
 
 @pytest.mark.parametrize("fused", [False, True])
