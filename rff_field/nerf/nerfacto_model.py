@@ -38,6 +38,8 @@ LITE_PROPOSAL_SAMPLES = (32, 16)
 (with nerfacto's 256 + 96 it grew no surface there; docs/nerf.md)."""
 LITE_FIELD_SAMPLES = 16
 """rff-nerfacto-lite's field samples per ray."""
+COARSE_SAMPLING_STEPS = 200
+"""rff-nerfacto's training steps with -lite's counts before its own."""
 
 
 @dataclass
@@ -69,7 +71,7 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     into a blurred average of the photos (docs/nerf.md)."""
     predict_normals: bool = True
     """Predict normals (the 'normals' output that ns-export pointcloud and poisson read)."""
-    coarse_sampling_steps: int = 200
+    coarse_sampling_steps: int = COARSE_SAMPLING_STEPS
     """Train the first this many steps with the coarse counts below, then with num_proposal_samples_per_ray and
     num_nerf_samples_per_ray (0: the configured counts from the start). On an object in a void the Fourier field
     grew no surface when it started with nerfacto's counts, and did when it started coarse; on a capture with

@@ -29,7 +29,12 @@ from rff_field.nerf.checks import (
 from rff_field.nerf.divergence import report_divergence_in_one_line
 from rff_field.nerf.filtered_model import MODEL_OPTION_PREFIX
 from rff_field.nerf.model import RFFNeRFModelConfig
-from rff_field.nerf.nerfacto_model import LITE_FIELD_SAMPLES, LITE_PROPOSAL_SAMPLES, RFFNerfactoModelConfig
+from rff_field.nerf.nerfacto_model import (
+    COARSE_SAMPLING_STEPS,
+    LITE_FIELD_SAMPLES,
+    LITE_PROPOSAL_SAMPLES,
+    RFFNerfactoModelConfig,
+)
 
 
 def check_pipeline_config(
@@ -65,7 +70,11 @@ def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[st
         "128 + 48 or 64 + 32, and trained when it started with rff-nerfacto-lite's (docs/nerf.md): "
         f"{option}proposal-samples-per-ray {' '.join(map(str, LITE_PROPOSAL_SAMPLES))} "
         f"{option}nerf-samples-per-ray {LITE_FIELD_SAMPLES}"
-        + ("" if coarse_start else f", or {MODEL_OPTION_PREFIX}coarse-sampling-steps 200 to start with those counts")
+        + (
+            ""
+            if coarse_start
+            else f", or {MODEL_OPTION_PREFIX}coarse-sampling-steps {COARSE_SAMPLING_STEPS} to start with those counts"
+        )
     )
 
 
