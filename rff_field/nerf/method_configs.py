@@ -15,13 +15,13 @@ from typing import Optional
 from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.configs.base_config import ViewerConfig
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
-from nerfstudio.data.datamanagers.parallel_datamanager import ParallelDataManagerConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
 from rff_field.core.optim import FILTER_GROUP
+from rff_field.nerf.datamanager import SeededParallelDataManagerConfig
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import LITE_FIELD_SAMPLES, LITE_PROPOSAL_SAMPLES, RFFNerfactoModelConfig
@@ -126,7 +126,7 @@ rff_nerfacto = MethodSpecification(
         max_num_iterations=30000,
         mixed_precision=True,
         pipeline=RFFPipelineConfig(
-            datamanager=ParallelDataManagerConfig(
+            datamanager=SeededParallelDataManagerConfig(
                 dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=4096, eval_num_rays_per_batch=4096
             ),
             model=RFFNerfactoModelConfig(

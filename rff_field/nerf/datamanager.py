@@ -1,0 +1,67 @@
+"""nerfstudio's parallel data manager with seeded workers, so that ``rff-nerfacto``'s rays follow ``--machine.seed``.
+
+nerfstudio's ``ParallelDataManager`` samples the training rays in a spawned process, whose random generators start
+from the operating system's entropy: two runs with the same seed then train on different rays. Here each worker
+seeds ``random``, NumPy and torch from the seed of the process that starts it (``torch.initial_seed()``, which
+``ns-train`` sets from ``--machine.seed``) plus its index. With one worker (the default ``num_processes``) the
+batches arrive in the same order on every run; with more, their order follows the workers' timing.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Type
+
+import numpy as np
+import torch
+from nerfstudio.data.datamanagers.parallel_datamanager import (
+    DataProcessor,
+    ParallelDataManager,
+    ParallelDataManagerConfig,
+)
+from pathos.helpers import mp
+
+
+class SeededDataProcessor(DataProcessor):
+    """nerfstudio's ray-sampling worker, which seeds its random generators before it samples."""
+
+    def __init__(self, *args, seed: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seed = seed
+
+    def run(self) -> None:
+        random.seed(self.seed)
+        np.random.seed(self.seed % 2**32)
+        torch.manual_seed(self.seed)
+        super().run()
+
+
+class SeededParallelDataManager(ParallelDataManager):
+    """``ParallelDataManager`` whose workers are :class:`SeededDataProcessor`."""
+
+    def setup_train(self) -> None:
+        assert self.train_dataset is not None
+        self.train_pixel_sampler = self._get_pixel_sampler(self.train_dataset, self.config.train_num_rays_per_batch)
+        self.data_queue = mp.Queue(maxsize=self.config.queue_size)
+        seed = torch.initial_seed()
+        self.data_procs = [
+            SeededDataProcessor(
+                out_queue=self.data_queue,
+                config=self.config,
+                dataparser_outputs=self.train_dataparser_outputs,
+                dataset=self.train_dataset,
+                pixel_sampler=self.train_pixel_sampler,
+                seed=(seed + 1 + index) % 2**63,  # not the main process's own stream
+            )
+            for index in range(self.config.num_processes)
+        ]
+        for proc in self.data_procs:
+            proc.start()
+
+
+@dataclass
+class SeededParallelDataManagerConfig(ParallelDataManagerConfig):
+    """``ParallelDataManagerConfig`` whose workers are seeded from the run's seed."""
+
+    _target: Type = field(default_factory=lambda: SeededParallelDataManager)

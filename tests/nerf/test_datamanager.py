@@ -1,0 +1,49 @@
+"""rff-nerfacto's parallel data manager: its worker process samples the same rays for the same seed.
+
+nerfstudio's own worker starts its generators from the operating system's entropy, so two runs with one seed
+trained on different rays."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+from rff_field.nerf.datamanager import SeededParallelDataManager, SeededParallelDataManagerConfig
+from rff_field.nerf.method_configs import rff_nerfacto
+from rff_field.nerf.synthetic_scene import CaptureSpec, write_nerfstudio_capture
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    return write_nerfstudio_capture(
+        tmp_path_factory.mktemp("capture") / "capture", CaptureSpec(image_size=16, num_views=6, supersample=1)
+    )
+
+
+def first_batches(capture, seed: int, count: int = 2) -> list[torch.Tensor]:
+    """The pixel indices of the first ``count`` training batches of a data manager started under ``seed``."""
+    torch.manual_seed(seed)
+    config = SeededParallelDataManagerConfig(
+        dataparser=NerfstudioDataParserConfig(data=capture), train_num_rays_per_batch=64
+    )
+    manager = config.setup(device="cpu")
+    try:
+        return [manager.next_train(step)[1]["indices"].clone() for step in range(count)]
+    finally:
+        for process in manager.data_procs:
+            process.terminate()
+            process.join()
+
+
+def test_rff_nerfacto_samples_its_rays_in_seeded_workers():
+    assert isinstance(rff_nerfacto.config.pipeline.datamanager, SeededParallelDataManagerConfig)
+    assert rff_nerfacto.config.pipeline.datamanager._target is SeededParallelDataManager
+
+
+def test_the_same_seed_gives_the_same_rays_and_another_seed_other_rays(capture):
+    first, again, other = first_batches(capture, 7), first_batches(capture, 7), first_batches(capture, 8)
+    for batch, repeated in zip(first, again):
+        assert torch.equal(batch, repeated)
+    assert not torch.equal(first[0], first[1])  # the worker's stream moves on from batch to batch
+    assert not torch.equal(first[0], other[0])
