@@ -3,18 +3,20 @@
 nerfstudio's ``ParallelDataManager`` samples the training rays in a spawned process, whose random generators start
 from the operating system's entropy: two runs with the same seed then train on different rays. Here each worker
 seeds ``random``, NumPy and torch from the seed of the process that starts it (``torch.initial_seed()``, which
-``ns-train`` sets from ``--machine.seed``) plus its index. With one worker (the default ``num_processes``) the
-batches arrive in the same order on every run; with more, their order follows the workers' timing.
+``ns-train`` sets from ``--machine.seed``) plus its index, and with several workers
+(``--pipeline.datamanager.num-processes``) each has its own queue, read in turn, so that the batches' order does not
+follow the workers' timing.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Type
+from typing import Dict, Tuple, Type
 
 import numpy as np
 import torch
+from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.data.datamanagers.parallel_datamanager import (
     DataProcessor,
     ParallelDataManager,
@@ -38,26 +40,31 @@ class SeededDataProcessor(DataProcessor):
 
 
 class SeededParallelDataManager(ParallelDataManager):
-    """``ParallelDataManager`` whose workers are :class:`SeededDataProcessor`."""
+    """``ParallelDataManager`` whose workers are :class:`SeededDataProcessor`, each with its own queue."""
 
     def setup_train(self) -> None:
         assert self.train_dataset is not None
         self.train_pixel_sampler = self._get_pixel_sampler(self.train_dataset, self.config.train_num_rays_per_batch)
-        self.data_queue = mp.Queue(maxsize=self.config.queue_size)
+        self.data_queues = [mp.Queue(maxsize=self.config.queue_size) for _ in range(self.config.num_processes)]
         seed = torch.initial_seed()
         self.data_procs = [
             SeededDataProcessor(
-                out_queue=self.data_queue,
+                out_queue=queue,
                 config=self.config,
                 dataparser_outputs=self.train_dataparser_outputs,
                 dataset=self.train_dataset,
                 pixel_sampler=self.train_pixel_sampler,
                 seed=(seed + 1 + index) % 2**63,  # not the main process's own stream
             )
-            for index in range(self.config.num_processes)
+            for index, queue in enumerate(self.data_queues)
         ]
         for proc in self.data_procs:
             proc.start()
+
+    def next_train(self, step: int) -> Tuple[RayBundle, Dict]:
+        bundle, batch = self.data_queues[self.train_count % len(self.data_queues)].get()
+        self.train_count += 1
+        return bundle.to(self.device), batch
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""rff-nerfacto's parallel data manager: its worker process samples the same rays for the same seed.
+"""rff-nerfacto's parallel data manager: its worker processes sample the same rays, in the same order, for the same
+seed.
 
 nerfstudio's own worker starts its generators from the operating system's entropy, so two runs with one seed
 trained on different rays."""
@@ -21,11 +22,11 @@ def capture(tmp_path_factory):
     )
 
 
-def first_batches(capture, seed: int, count: int = 2) -> list[torch.Tensor]:
+def first_batches(capture, seed: int, workers: int = 1, count: int = 4) -> list[torch.Tensor]:
     """The pixel indices of the first ``count`` training batches of a data manager started under ``seed``."""
     torch.manual_seed(seed)
     config = SeededParallelDataManagerConfig(
-        dataparser=NerfstudioDataParserConfig(data=capture), train_num_rays_per_batch=64
+        dataparser=NerfstudioDataParserConfig(data=capture), train_num_rays_per_batch=64, num_processes=workers
     )
     manager = config.setup(device="cpu")
     try:
@@ -47,3 +48,11 @@ def test_the_same_seed_gives_the_same_rays_and_another_seed_other_rays(capture):
         assert torch.equal(batch, repeated)
     assert not torch.equal(first[0], first[1])  # the worker's stream moves on from batch to batch
     assert not torch.equal(first[0], other[0])
+
+
+def test_two_workers_take_turns_whatever_their_timing(capture):
+    first, again = first_batches(capture, 7, workers=2), first_batches(capture, 7, workers=2)
+    for batch, repeated in zip(first, again):
+        assert torch.equal(batch, repeated)
+    assert torch.equal(first[0], first_batches(capture, 7)[0])  # worker 0 is the single worker's stream
+    assert not torch.equal(first[0], first[1])  # the workers' streams differ
