@@ -10,7 +10,7 @@ import pytest
 import torch
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
-from rff_field.nerf.datamanager import SeededParallelDataManager, SeededParallelDataManagerConfig
+from rff_field.nerf.datamanager import SeededParallelDataManagerConfig
 from rff_field.nerf.method_configs import rff_nerfacto
 from rff_field.nerf.synthetic_scene import CaptureSpec, write_nerfstudio_capture
 
@@ -37,22 +37,26 @@ def first_batches(capture, seed: int, workers: int = 1, count: int = 4) -> list[
             process.join()
 
 
+@pytest.fixture(scope="module")
+def one_worker_seed_7(capture):
+    return first_batches(capture, 7)
+
+
 def test_rff_nerfacto_samples_its_rays_in_seeded_workers():
     assert isinstance(rff_nerfacto.config.pipeline.datamanager, SeededParallelDataManagerConfig)
-    assert rff_nerfacto.config.pipeline.datamanager._target is SeededParallelDataManager
 
 
-def test_the_same_seed_gives_the_same_rays_and_another_seed_other_rays(capture):
-    first, again, other = first_batches(capture, 7), first_batches(capture, 7), first_batches(capture, 8)
+def test_the_same_seed_gives_the_same_rays_and_another_seed_other_rays(capture, one_worker_seed_7):
+    first, again, other = one_worker_seed_7, first_batches(capture, 7), first_batches(capture, 8)
     for batch, repeated in zip(first, again):
         assert torch.equal(batch, repeated)
     assert not torch.equal(first[0], first[1])  # the worker's stream moves on from batch to batch
     assert not torch.equal(first[0], other[0])
 
 
-def test_two_workers_take_turns_whatever_their_timing(capture):
+def test_two_workers_take_turns_whatever_their_timing(capture, one_worker_seed_7):
     first, again = first_batches(capture, 7, workers=2), first_batches(capture, 7, workers=2)
     for batch, repeated in zip(first, again):
         assert torch.equal(batch, repeated)
-    assert torch.equal(first[0], first_batches(capture, 7)[0])  # worker 0 is the single worker's stream
+    assert torch.equal(first[0], one_worker_seed_7[0])  # worker 0 is the single worker's stream
     assert not torch.equal(first[0], first[1])  # the workers' streams differ
