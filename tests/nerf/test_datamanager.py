@@ -12,14 +12,6 @@ from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataPars
 
 from rff_field.nerf.datamanager import SeededParallelDataManagerConfig
 from rff_field.nerf.method_configs import rff_nerfacto
-from rff_field.nerf.synthetic_scene import CaptureSpec, write_nerfstudio_capture
-
-
-@pytest.fixture(scope="module")
-def capture(tmp_path_factory):
-    return write_nerfstudio_capture(
-        tmp_path_factory.mktemp("capture") / "capture", CaptureSpec(image_size=16, num_views=6, supersample=1)
-    )
 
 
 def first_batches(capture, seed: int, workers: int = 1, count: int = 4) -> list[torch.Tensor]:

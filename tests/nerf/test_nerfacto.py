@@ -25,7 +25,7 @@ from rff_field.nerf.loading import load_rff_pipeline
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_field import FourierNerfactoField
 from rff_field.nerf.nerfacto_model import RFFNerfactoModel, RFFNerfactoModelConfig
-from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
+from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
 from rff_field.nerf.training import lite_config, reset_nerfstudio_logging, train_in_process
 from tests.nerf.environment import ns_environment
 from tests.nerf.rule_watcher import RuleWatcher
@@ -63,13 +63,6 @@ def untrained_model(num_train_data: int = 3, **options) -> RFFNerfactoModel:
     """An rff-nerfacto model as configured (torch MLPs unless ``implementation`` says otherwise) in [-1, 1]^3."""
     config = RFFNerfactoModelConfig(**{"implementation": "torch", "compute_lpips": False, **options})
     return config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=num_train_data)
-
-
-@pytest.fixture(scope="module")
-def capture(tmp_path_factory):
-    return write_nerfstudio_capture(
-        tmp_path_factory.mktemp("capture") / "capture", CaptureSpec(image_size=16, num_views=10, supersample=1)
-    )
 
 
 @pytest.fixture(scope="module")
