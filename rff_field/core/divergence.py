@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from rff_field.core.errors import TrainingDiverged
+
+if TYPE_CHECKING:
+    from rff_field.core.optim import LineSearchConfig
 
 
 @torch.no_grad()
@@ -23,6 +26,19 @@ def nonfinite_counts(groups: Mapping[str, Iterable[Tensor]]) -> dict[str, int]:
         for params in groups.values()
     ]
     return dict(zip(groups, map(int, torch.stack(counts).tolist()))) if counts else {}
+
+
+def divergence_hints(lr: float, filter_lr: Optional[float], line_search: LineSearchConfig) -> list[str]:
+    """What to try when a fit diverges: a lower ``--lr`` and, for a filtered network (``filter_lr`` given), a lower
+    bound for the filter's line search, or with the line search off a lower ``--filter-lr`` (the values as set)."""
+    hints = [f"a lower --lr (now {lr:g})"]
+    if filter_lr is None:
+        return hints
+    if line_search.enabled:
+        hints.append(f"a lower --line-search.lr-max (now {line_search.lr_max:g})")
+    else:
+        hints.append(f"a lower --filter-lr (now {filter_lr:g})")
+    return hints
 
 
 def divergence_message(

@@ -52,7 +52,6 @@ from rff_field.image.fit import (
     FitConfig,
     FitResult,
     PixelPredictor,
-    divergence_hints,
     finish_fit,
     fit_image,
     mark_unfinished,
@@ -209,7 +208,7 @@ def fit_images(
 
     guards = [
         LastFiniteState(model, dict(zip(("filter", "INR"), split_filter_parameters(model))),
-                        divergence_hints(job.config, inr_lr))
+                        job.config.divergence_hints())
         for model, job in zip(models, jobs)
     ]  # fmt: skip
     diverged: list[Optional[TrainingDiverged]] = [None] * count

@@ -30,7 +30,7 @@ from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_output_files, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
-from rff_field.core.divergence import LastFiniteState
+from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import tensor_learning_rate
@@ -107,6 +107,11 @@ class FitConfig:
     def inr_lr(self) -> float:
         """The INR's base learning rate (before batch scaling and decay)."""
         return self.lr if self.lr is not None else DEFAULT_LR.get(self.network.method, 1e-3)
+
+    def divergence_hints(self) -> list[str]:
+        """What to try when this fit diverges."""
+        filtered = self.network.method.startswith("filtered-")
+        return divergence_hints(self.inr_lr(), self.filter_lr if filtered else None, self.line_search)
 
 
 @dataclass
@@ -214,7 +219,7 @@ def fit_image(
     mse_history = torch.zeros(config.iters, device=device, dtype=torch.float64)
     filter_lrs: list[float] = []  # without the line search: numbers set by the schedule, no tensor read
     filter_params, inr_params = split_filter_parameters(model)
-    guard = LastFiniteState(model, {"filter": filter_params, "INR": inr_params}, divergence_hints(config, inr_lr))
+    guard = LastFiniteState(model, {"filter": filter_params, "INR": inr_params}, config.divergence_hints())
     diverged: Optional[TrainingDiverged] = None
     full_batch = num_pixels <= config.batch_size
     generator = torch.Generator(device=device).manual_seed(config.seed)
@@ -315,18 +320,6 @@ def mark_unfinished(metrics: dict, diverged: Optional[TrainingDiverged], iters_r
         metrics.update(diverged=str(diverged), iters_requested=iters)
     elif iters_run < iters:
         metrics.update(stopped=f"time budget reached after {iters_run} of {iters} iterations", iters_requested=iters)
-
-
-def divergence_hints(config: FitConfig, inr_lr: float) -> list[str]:
-    """What to try when an image fit diverges."""
-    hints = [f"a lower --lr (now {config.inr_lr():g})"]
-    if not config.network.method.startswith("filtered-"):
-        return hints
-    if config.line_search.enabled:
-        hints.append(f"a lower --line-search.lr-max (now {config.line_search.lr_max:g})")
-    else:
-        hints.append(f"a lower --filter-lr (now {config.filter_lr:g})")
-    return hints
 
 
 def finish_fit(

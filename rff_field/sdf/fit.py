@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
 from rff_field.common.options import Hidden
-from rff_field.core.divergence import LastFiniteState
+from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
@@ -228,18 +228,6 @@ def initial_lr(method: str, train: SDFTrainConfig) -> float:
     return train.lr if train.lr is not None else DEFAULT_LR.get(method, 1e-3)
 
 
-def divergence_hints(config: SDFTrainConfig, lr: float, filtered: bool) -> list[str]:
-    """What to try when an SDF fit diverges (``filtered``: the network has a filter)."""
-    hints = [f"a lower --lr (now {lr:g})"]
-    if not filtered:
-        return hints
-    if config.line_search.enabled:
-        hints.append(f"a lower --line-search.lr-max (now {config.line_search.lr_max:g})")
-    else:
-        hints.append(f"a lower --filter-lr (now {config.filter_lr if config.filter_lr is not None else lr:g})")
-    return hints
-
-
 def train_sdf(
     network: nn.Module,
     sampler: Sampler,
@@ -276,7 +264,7 @@ def train_sdf(
     scheduled_rates: list[float] = []  # without the line search the rates are numbers: no tensor read
     result = TrainResult()
     filter_params, inr_params = split_filter_parameters(network)
-    hints = divergence_hints(config, lr, filtered=bool(filter_params))
+    hints = divergence_hints(lr, filter_lr if filter_params else None, config.line_search)
     guard = LastFiniteState(network, {"filter": filter_params, "INR": inr_params}, hints)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     start, cpu_start = time.perf_counter(), time.process_time()

@@ -274,16 +274,17 @@ def test_image_merge_into_a_file(tmp_path, monkeypatch, capsys):
 
 
 def test_divergence_hints_name_the_filter_only_where_there_is_one():
-    from rff_field.image.fit import FitConfig, divergence_hints
+    from rff_field.core.divergence import divergence_hints
+    from rff_field.core.optim import LineSearchConfig
+    from rff_field.image.fit import FitConfig
     from rff_field.inr.config import NetworkConfig
-    from rff_field.sdf.fit import SDFTrainConfig
-    from rff_field.sdf.fit import divergence_hints as sdf_hints
 
-    plain = divergence_hints(FitConfig(network=NetworkConfig(method="mlp-pe")), 1e-3)
-    filtered = divergence_hints(FitConfig(network=NetworkConfig(method="filtered-pe")), 1e-3)
+    plain = FitConfig(network=NetworkConfig(method="mlp-pe")).divergence_hints()
+    filtered = FitConfig(network=NetworkConfig(method="filtered-pe")).divergence_hints()
     assert not any("line-search" in hint for hint in plain) and any("line-search.lr-max" in h for h in filtered)
-    assert sdf_hints(SDFTrainConfig(), 1e-3, filtered=False) == ["a lower --lr (now 0.001)"]
-    assert "--line-search.lr-max" in sdf_hints(SDFTrainConfig(), 1e-3, filtered=True)[1]
+    assert divergence_hints(1e-3, None, LineSearchConfig()) == ["a lower --lr (now 0.001)"]
+    assert "--line-search.lr-max" in divergence_hints(1e-3, 1e-3, LineSearchConfig())[1]
+    assert divergence_hints(1e-3, 2e-4, LineSearchConfig(enabled=False))[1] == "a lower --filter-lr (now 0.0002)"
 
 
 def test_reports_without_runs_and_repeated_names_are_refused(picture, tmp_path, monkeypatch, capsys):
