@@ -70,3 +70,15 @@ def test_cited_repository_files_exist():
         if "*" not in match.group(1) and not (REPO / match.group(1)).exists()
     }
     assert sorted(missing) == []
+
+
+def test_markdown_links_resolve():
+    """Every relative link in the repository's Markdown points at a file or folder that exists."""
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+    broken = [
+        f"{path.relative_to(REPO)} links {match.group(1)}"
+        for path in [REPO / "README.md", *REPO.glob("docs/*.md"), *REPO.glob("benchmarks/**/*.md")]
+        for match in link.finditer(path.read_text())
+        if "://" not in match.group(1) and not (path.parent / match.group(1)).exists()
+    ]
+    assert broken == []
