@@ -9,7 +9,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from rff_field.cli import bench, demo, export_mesh, image, sdf
+from rff_field.cli import bench, demo, export_mesh, image, scene, sdf
 from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, join_wrapped_lines
 from rff_field.core.errors import UsageError
 
@@ -22,6 +22,7 @@ COMMANDS = {
     "rff-sdf": (sdf.entrypoint, ["fit", "bench", "pool"]),
     "rff-bench": (bench.entrypoint, BENCHMARKS.split()),
     "rff-export-mesh": (export_mesh.entrypoint, [None]),
+    "rff-scene": (scene.entrypoint, ["blender", "capture"]),
 }
 
 
@@ -133,3 +134,40 @@ def test_sdf_help_leaves_out_image_only_network_options(monkeypatch, capsys):
     assert run(sdf.entrypoint, ["fit", "--help"], monkeypatch) == 0
     text = capsys.readouterr().out
     assert "--pe-scale" in text and "--sape-res" not in text and "--wire-bands" not in text
+
+
+def test_scene_writes_datasets_nerfstudio_reads(tmp_path, monkeypatch, capsys):
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    tiny = ["--image-size", "8", "--supersample", "1"]
+    assert (
+        run(scene.entrypoint, ["capture", "--out", str(tmp_path / "cap"), "--num-views", "10", *tiny], monkeypatch) == 0
+    )
+    assert "ns-train rff-nerfacto-lite --data" in capsys.readouterr().out
+    outputs = NerfstudioDataParserConfig(data=tmp_path / "cap").setup().get_dataparser_outputs("train")
+    assert len(outputs.image_filenames) == 9  # nerfstudio holds out one of ten
+    args = ["blender", "--out", str(tmp_path / "void"), "--num-train", "3", "--num-val", "1", "--num-test", "2", *tiny]
+    assert run(scene.entrypoint, args, monkeypatch) == 0
+    outputs = BlenderDataParserConfig(data=tmp_path / "void").setup().get_dataparser_outputs("test")
+    assert len(outputs.image_filenames) == 2
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["capture", "--num-views", "1"], "--num-views must be at least 2, got 1"),
+        (["capture", "--distance-min", "5"], "need 0 < --distance-min <= --distance-max, got 5.0 and 4.5"),
+        (["blender", "--num-test", "0"], "--num-test must be at least 1, got 0"),
+    ],
+)
+def test_scene_options_fail_before_writing(args, message, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "new"
+    assert run(scene.entrypoint, [*args, "--out", str(out)], monkeypatch) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_scene_refuses_a_folder_with_files(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mine.txt").write_text("keep")
+    assert run(scene.entrypoint, ["capture", "--out", str(tmp_path)], monkeypatch) == 2
+    assert "is not empty" in capsys.readouterr().err and sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
