@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional, Union
+from typing import Annotated, Any, Callable, Optional, Union
 
 import tyro
 
@@ -20,16 +20,18 @@ from rff_field.core.errors import UsageError
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
 
 
-def _check_new_folder(out: Path) -> None:
+def _generate(out: Path, spec: Any, minimums: dict[str, int], write: Callable[..., Path], method: str) -> Path:
+    """Check ``out`` and the spec's counts (``minimums``: field name -> least value), then write with a progress bar
+    and print the ``ns-train`` command for ``method``."""
     check_writable_folder(out, "--out")
     if out.is_dir() and any(out.iterdir()):
         raise UsageError(f"--out {out} is not empty; choose a new folder (nothing in it is replaced)")
-
-
-def _check_at_least(values: dict[str, int], minimum: int) -> None:
-    for name, value in values.items():
-        if value < minimum:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least {minimum}, got {value}")
+    for name, minimum in minimums.items():
+        if getattr(spec, name) < minimum:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least {minimum}, got {getattr(spec, name)}")
+    write(out, spec, progress=True)
+    print(f"wrote {out}; train on it with: ns-train {method} --data {out} --machine.device-type cpu")
+    return out
 
 
 @dataclass
@@ -43,15 +45,8 @@ class Blender:
 
     def main(self) -> Path:
         """Check the options, render every view with a progress bar, print the command that trains on it."""
-        _check_new_folder(self.out)
-        spec = self.spec
-        _check_at_least({"image_size": spec.image_size}, 4)
-        _check_at_least({"num_train": spec.num_train, "num_val": spec.num_val, "num_test": spec.num_test}, 1)
-        _check_at_least({"supersample": spec.supersample}, 1)
-        write_blender_scene(self.out, spec, progress=True)
-        command = f"ns-train rff-nerf-lite --data {self.out} --machine.device-type cpu"
-        print(f"wrote {self.out}; train on it with: {command}")
-        return self.out
+        minimums = {"image_size": 4, "num_train": 1, "num_val": 1, "num_test": 1, "supersample": 1}
+        return _generate(self.out, self.spec, minimums, write_blender_scene, "rff-nerf-lite")
 
 
 @dataclass
@@ -66,19 +61,13 @@ class Capture:
 
     def main(self) -> Path:
         """Check the options, render every photo with a progress bar, print the command that trains on it."""
-        _check_new_folder(self.out)
         spec = self.spec
-        _check_at_least({"image_size": spec.image_size}, 4)
-        _check_at_least({"num_views": spec.num_views}, 2)
-        _check_at_least({"supersample": spec.supersample}, 1)
         if not 0 < spec.distance_min <= spec.distance_max:
             raise UsageError(
                 f"need 0 < --distance-min <= --distance-max, got {spec.distance_min} and {spec.distance_max}"
             )
-        write_nerfstudio_capture(self.out, spec, progress=True)
-        command = f"ns-train rff-nerfacto-lite --data {self.out} --machine.device-type cpu"
-        print(f"wrote {self.out}; train on it with: {command}")
-        return self.out
+        minimums = {"image_size": 4, "num_views": 2, "supersample": 1}
+        return _generate(self.out, spec, minimums, write_nerfstudio_capture, "rff-nerfacto-lite")
 
 
 Command = Union[
