@@ -21,11 +21,9 @@ from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender
 
 
 def _generate(out: Path, spec: Any, minimums: dict[str, int], write: Callable[..., Path], method: str) -> Path:
-    """Check ``out`` and the spec's counts (``minimums``: field name -> least value), then write with a progress bar
-    and print the ``ns-train`` command for ``method``."""
-    check_writable_folder(out, "--out")
-    if out.is_dir() and any(out.iterdir()):
-        raise UsageError(f"--out {out} is not empty; choose a new folder (nothing in it is replaced)")
+    """Check that ``out`` can be written and the spec's counts (``minimums``: field name -> least value), then write
+    with a progress bar and print the ``ns-train`` command for ``method``."""
+    check_writable_folder(out, "--out")  # the writers refuse a folder with files in it
     for name, minimum in minimums.items():
         if getattr(spec, name) < minimum:
             raise UsageError(f"--{name.replace('_', '-')} must be at least {minimum}, got {getattr(spec, name)}")
