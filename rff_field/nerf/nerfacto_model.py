@@ -75,7 +75,7 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     """Train the first this many steps with the coarse counts below, then with num_proposal_samples_per_ray and
     num_nerf_samples_per_ray (0: the configured counts from the start). On an object in a void the Fourier field
     grew no surface when it started with nerfacto's counts, and did when it started coarse; on a capture with
-    surroundings the coarse start scored about the same (docs/nerf.md)."""
+    surroundings 0 did better (docs/nerf.md)."""
     coarse_proposal_samples_per_ray: Tuple[int, ...] = LITE_PROPOSAL_SAMPLES
     """Proposal samples per ray (per proposal iteration) for the first coarse_sampling_steps steps."""
     coarse_nerf_samples_per_ray: int = LITE_FIELD_SAMPLES
