@@ -67,7 +67,7 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
         check_fields(config, positive_int=("appearance_embed_dim",), prefix=MODEL_OPTION_PREFIX)
     check_fields(config, non_negative_int=("coarse_sampling_steps",), prefix=MODEL_OPTION_PREFIX)
     proposal_counts = ["num_proposal_samples_per_ray"]
-    if config.coarse_sampling_steps > 0:
+    if config.coarse_sampling_steps != 0:  # None: chosen by the data, perhaps a coarse start
         check_fields(config, positive_int=("coarse_nerf_samples_per_ray",), prefix=MODEL_OPTION_PREFIX)
         proposal_counts.append("coarse_proposal_samples_per_ray")
     for name in proposal_counts:

@@ -39,7 +39,7 @@ LITE_PROPOSAL_SAMPLES = (32, 16)
 LITE_FIELD_SAMPLES = 16
 """rff-nerfacto-lite's field samples per ray."""
 COARSE_SAMPLING_STEPS = 200
-"""rff-nerfacto's training steps with -lite's counts before its own."""
+"""rff-nerfacto's training steps with -lite's counts before its own on an object in a void."""
 
 
 @dataclass
@@ -71,11 +71,11 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     into a blurred average of the photos (docs/nerf.md)."""
     predict_normals: bool = True
     """Predict normals (the 'normals' output that ns-export pointcloud and poisson read)."""
-    coarse_sampling_steps: int = COARSE_SAMPLING_STEPS
+    coarse_sampling_steps: Optional[int] = None
     """Train the first this many steps with the coarse counts below, then with num_proposal_samples_per_ray and
-    num_nerf_samples_per_ray (0: the configured counts from the start). On an object in a void the Fourier field
-    grew no surface when it started with nerfacto's counts, and did when it started coarse; on a capture with
-    surroundings 0 did better (docs/nerf.md)."""
+    num_nerf_samples_per_ray (0: those from the start). None, the default, chooses by the data: 200 on a
+    Blender-format scene (an object in a void), where the Fourier field grew no surface when it started with
+    nerfacto's counts, and 0 on any other data (a capture with surroundings), where 0 did better (docs/nerf.md)."""
     coarse_proposal_samples_per_ray: Tuple[int, ...] = LITE_PROPOSAL_SAMPLES
     """Proposal samples per ray (per proposal iteration) for the first coarse_sampling_steps steps."""
     coarse_nerf_samples_per_ray: int = LITE_FIELD_SAMPLES
@@ -85,7 +85,10 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     'torch'. The embedding and the filter are always torch."""
 
     def sample_counts(self, step: int) -> Tuple[Tuple[int, ...], int]:
-        """The proposal samples per ray (per proposal iteration) and the field samples per ray at training ``step``."""
+        """The proposal samples per ray (per proposal iteration) and the field samples per ray at training ``step``
+        (``coarse_sampling_steps`` chosen: :func:`rff_field.nerf.pipeline.choose_coarse_sampling`)."""
+        if self.coarse_sampling_steps is None:
+            raise ValueError("coarse_sampling_steps is None: choose it by the data first (choose_coarse_sampling)")
         if step < self.coarse_sampling_steps:
             return tuple(self.coarse_proposal_samples_per_ray), self.coarse_nerf_samples_per_ray
         return tuple(self.num_proposal_samples_per_ray), self.num_nerf_samples_per_ray
@@ -202,7 +205,7 @@ class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
         """nerfacto's proposal annealing, the coarse sampling of the first steps, then the divergence stop, the line
         search and the filter-rate log."""
         callbacks = super().get_training_callbacks(training_callback_attributes)
-        if self.config.coarse_sampling_steps > 0:
+        if self.config.coarse_sampling_steps != 0:  # None (not chosen) fails in sample_counts, at once
             before_step = [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION]
             callbacks.append(TrainingCallback(where_to_run=before_step, func=self.set_sample_counts))
         return callbacks + self.filter_callbacks(training_callback_attributes)

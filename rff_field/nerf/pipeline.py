@@ -50,6 +50,16 @@ def check_pipeline_config(
     check_dataset(config.datamanager.dataparser, test_mode, dataset_path(config), method)
 
 
+def choose_coarse_sampling(config: VanillaPipelineConfig) -> None:
+    """Set ``rff-nerfacto``'s ``coarse_sampling_steps`` where it is None (its default) by the data: a coarse start
+    on a Blender scene (an object in a void, where the Fourier field grew no surface without one), none on other
+    data (captures with surroundings, where starting with the configured counts did better)."""
+    model = config.model
+    if isinstance(model, RFFNerfactoModelConfig) and model.coarse_sampling_steps is None:
+        object_in_void = isinstance(config.datamanager.dataparser, BlenderDataParserConfig)
+        model.coarse_sampling_steps = COARSE_SAMPLING_STEPS if object_in_void else 0
+
+
 def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[str]:
     """A notice for ``rff-nerfacto`` on a Blender scene (an object in a void) that starts with other proposal counts
     than ``-lite``'s: started with nerfacto's, and with 64 + 32 and 128 + 48, its Fourier field grew no surface
@@ -59,8 +69,8 @@ def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[st
         config.datamanager.dataparser, BlenderDataParserConfig
     ):
         return None
-    coarse_start = model.coarse_sampling_steps > 0
-    samples, _ = model.sample_counts(step=0)
+    coarse_start = model.coarse_sampling_steps != 0  # None: chosen by the data, a coarse start on this one
+    samples = tuple(model.coarse_proposal_samples_per_ray if coarse_start else model.num_proposal_samples_per_ray)
     if samples == LITE_PROPOSAL_SAMPLES:
         return None
     option = MODEL_OPTION_PREFIX + ("coarse-" if coarse_start else "num-")
@@ -120,6 +130,8 @@ class RFFTrainerConfig(TrainerConfig):
             )
 
     def print_to_terminal(self) -> None:
+        # before config.yml is saved, so that it holds the choice the run makes
+        choose_coarse_sampling(self.pipeline)  # type: ignore[arg-type]
         exit_on_usage_error(self.check)
         exit_on_usage_error(self.check_run_folder)
         report_divergence_in_one_line()
@@ -161,6 +173,7 @@ class RFFPipeline(VanillaPipeline):
         # ns-train checked the dataset before it saved config.yml: a dataset missing now is the one a trained run's
         # config.yml holds (ns-eval, ns-render, rff-export-mesh...), which --data cannot fix
         exit_on_usage_error(lambda: check_run_dataset_path(dataset_path(config)))
+        choose_coarse_sampling(config)
         exit_on_usage_error(lambda: check_pipeline_config(config, test_mode))
         super().__init__(config, device, test_mode, world_size, local_rank, grad_scaler)
 

@@ -331,6 +331,26 @@ def test_rff_nerfacto_on_a_blender_scene_names_the_sampling_that_trains_there(sc
     assert "--pipeline.model.coarse-proposal-samples-per-ray 32 16 --pipeline.model.coarse-nerf" in coarse_dense
 
 
+@pytest.mark.parametrize("blender, chosen", [(True, 200), (False, 0)])
+def test_rff_nerfacto_chooses_its_coarse_start_by_the_data(scene, capture, blender, chosen):
+    """By default a coarse start on a Blender scene (an object in a void) and none on a capture, chosen before
+    config.yml is written so that it holds the choice; a value given on the command line is kept."""
+    import copy
+
+    from rff_field.nerf.method_configs import rff_nerfacto
+
+    assert rff_nerfacto.config.pipeline.model.coarse_sampling_steps is None
+    for given, expected in ((None, chosen), (0, 0), (50, 50)):
+        config = copy.deepcopy(rff_nerfacto.config)
+        config.machine.device_type = "cpu"
+        if blender:
+            config.pipeline.datamanager.dataparser = BlenderDataParserConfig()
+        config.pipeline.datamanager.data = scene if blender else capture
+        config.pipeline.model.coarse_sampling_steps = given
+        config.print_to_terminal()
+        assert config.pipeline.model.coarse_sampling_steps == expected
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

@@ -292,6 +292,7 @@ def test_full_size_method_trains_and_evaluates(capture, tmp_path):
     config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
     _, pipeline, model, step = load_rff_pipeline(train_in_process(config), test_mode="test")
     assert step == 1 and model.config.hidden_dim == rff_nerfacto.config.pipeline.model.hidden_dim
+    assert model.config.coarse_sampling_steps == 0  # chosen by the data: no coarse start on a capture
     assert float(model.filter_lr) > 0
     metrics = evaluate_views(pipeline, tmp_path / "eval", progress=False)
     assert metrics["num_views"] == 1 and np.isfinite(metrics["mean"]["psnr"])
