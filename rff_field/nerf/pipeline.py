@@ -50,14 +50,20 @@ def check_pipeline_config(
     check_dataset(config.datamanager.dataparser, test_mode, dataset_path(config), method)
 
 
+def coarse_sampling_steps(config: VanillaPipelineConfig, model: RFFNerfactoModelConfig) -> int:
+    """``model.coarse_sampling_steps``, or where it is None (its default) the choice by the data: a coarse start on
+    a Blender scene (an object in a void, where the Fourier field grew no surface without one), none on other data
+    (captures with surroundings, where starting with the configured counts did better)."""
+    if model.coarse_sampling_steps is not None:
+        return model.coarse_sampling_steps
+    return COARSE_SAMPLING_STEPS if isinstance(config.datamanager.dataparser, BlenderDataParserConfig) else 0
+
+
 def choose_coarse_sampling(config: VanillaPipelineConfig) -> None:
-    """Set ``rff-nerfacto``'s ``coarse_sampling_steps`` where it is None (its default) by the data: a coarse start
-    on a Blender scene (an object in a void, where the Fourier field grew no surface without one), none on other
-    data (captures with surroundings, where starting with the configured counts did better)."""
-    model = config.model
-    if isinstance(model, RFFNerfactoModelConfig) and model.coarse_sampling_steps is None:
-        object_in_void = isinstance(config.datamanager.dataparser, BlenderDataParserConfig)
-        model.coarse_sampling_steps = COARSE_SAMPLING_STEPS if object_in_void else 0
+    """Set ``rff-nerfacto``'s ``coarse_sampling_steps`` to :func:`coarse_sampling_steps` (the choice by the data
+    where it is None)."""
+    if isinstance(config.model, RFFNerfactoModelConfig):
+        config.model.coarse_sampling_steps = coarse_sampling_steps(config, config.model)
 
 
 def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[str]:
@@ -69,7 +75,7 @@ def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[st
         config.datamanager.dataparser, BlenderDataParserConfig
     ):
         return None
-    coarse_start = model.coarse_sampling_steps != 0  # None: chosen by the data, a coarse start on this one
+    coarse_start = coarse_sampling_steps(config, model) > 0
     samples = tuple(model.coarse_proposal_samples_per_ray if coarse_start else model.num_proposal_samples_per_ray)
     if samples == LITE_PROPOSAL_SAMPLES:
         return None
