@@ -53,7 +53,7 @@ def check_pipeline_config(
 def coarse_sampling_steps(config: VanillaPipelineConfig, model: RFFNerfactoModelConfig) -> int:
     """``model.coarse_sampling_steps``, or where it is None (its default) the choice by the data: a coarse start on
     a Blender scene (an object in a void, where the Fourier field grew no surface without one), none on other data
-    (captures with surroundings, where starting with the configured counts did better)."""
+    (captures with surroundings, where the configured counts train from the first step)."""
     if model.coarse_sampling_steps is not None:
         return model.coarse_sampling_steps
     return COARSE_SAMPLING_STEPS if isinstance(config.datamanager.dataparser, BlenderDataParserConfig) else 0
