@@ -200,8 +200,8 @@ GROUP_FOLDERS = {"main": "runs", "sweep": "sweep", "long": "long"}
 """The folder of each group's jobs (``<folder>/<image>/<label>``)."""
 
 
-def list_images(folder: Path, names: tuple[str, ...]) -> list[Path]:
-    """The images of ``folder`` (sorted), or those named, in the given order."""
+def list_images(folder: Path, names: tuple[str, ...], option: str = "--names") -> list[Path]:
+    """The images of ``folder`` (sorted), or those named (by ``option``), in the given order."""
     if not folder.is_dir():
         raise UsageError(f"--images {folder} is not a folder; give a folder of PNG/JPEG images")
     available = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES}
@@ -214,7 +214,10 @@ def list_images(folder: Path, names: tuple[str, ...]) -> list[Path]:
         raise UsageError(f"image {', '.join(repeated)} is named more than once; name each image once")
     missing = [name for name in names if name not in available]
     if missing:
-        raise UsageError(f"no image named {', '.join(missing)} in {folder} (names are file stems, e.g. kodim05)")
+        skip = "" if option == "--names" else f", or pass {option} with no names to skip those runs"
+        raise UsageError(
+            f"{option} names {', '.join(missing)}, which {folder} lacks; give file stems of its images{skip}"
+        )
     return [available[name] for name in names]
 
 
@@ -250,11 +253,11 @@ def build_jobs(config: BenchConfig) -> list[Job]:
 
     add("main", images, variants, config.fit.iters)
     if config.sweep_names and (config.sweep_sigmas or config.sweep_pe_scales):
-        add("sweep", list_images(config.images, config.sweep_names), sweep_variants(config),
+        add("sweep", list_images(config.images, config.sweep_names, "--sweep-names"), sweep_variants(config),
             config.sweep_iters or config.fit.iters)  # fmt: skip
     if config.long_names:
         long_variants = [parse_variant(v) for v in config.long_variants] if config.long_variants else variants
-        add("long", list_images(config.images, config.long_names), long_variants, config.long_iters)
+        add("long", list_images(config.images, config.long_names, "--long-names"), long_variants, config.long_iters)
     for job in jobs:  # resolve every variant's overrides now, so that a bad one fails before any training
         try:
             fit = apply_overrides(config.fit, job.variant.overrides)

@@ -127,8 +127,10 @@ def test_job_grid(image_folder, tmp_path):
     sweep = next(job for job in jobs if job.variant.label == "mlp-pe-scale4")
     config = job_config(tiny_bench(image_folder, tmp_path / "out"), sweep, 3, 20)
     assert config.network.pe == "loglinear" and config.network.pe_scale == 4.0 and config.iters == 3
-    with pytest.raises(UsageError, match="no image named"):
+    with pytest.raises(UsageError, match="--names names three, which .* lacks; give file stems of its images$"):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", names=("three",)))
+    with pytest.raises(UsageError, match="--long-names names three, .* or pass --long-names with no names to skip"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", long_names=("three",)))
     with pytest.raises(UsageError, match="unknown option"):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,bogus=1",)))
     with pytest.raises(UsageError, match="match_by=height"):
