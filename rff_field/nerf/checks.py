@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
+import numpy as np
 from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
@@ -121,6 +122,36 @@ def _check_transforms(path: Path, what: str, min_frames: int = 1) -> dict:
     return meta
 
 
+def _is_pose(matrix: object) -> bool:
+    try:
+        pose = np.asarray(matrix, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return pose.shape in ((4, 4), (3, 4)) and bool(np.isfinite(pose).all())
+
+
+def _check_frames(meta: dict, transforms: Path, intrinsics: tuple[str, ...] = ()) -> None:
+    """Raise :class:`UsageError` naming the first frame without a file path or a pose, or without one of the camera
+    ``intrinsics`` (which nerfstudio also reads from the top level of the file, for every frame)."""
+    for index, frame in enumerate(meta["frames"]):
+        frame = frame if isinstance(frame, dict) else {}
+        missing = [key for key in ("file_path", "transform_matrix") if key not in frame]
+        if missing:
+            pronoun = "it" if len(missing) == 1 else "them"
+            raise UsageError(f"frame {index} of {transforms} has no {', '.join(missing)}; add {pronoun} to every frame")
+        if not _is_pose(frame["transform_matrix"]):
+            raise UsageError(
+                f"frame {index} of {transforms} has a transform_matrix that is not a 4x4 (or 3x4) matrix of finite "
+                "numbers; fix or regenerate the file"
+            )
+        missing = [key for key in intrinsics if key not in meta and key not in frame]
+        if missing:
+            raise UsageError(
+                f"frame {index} of {transforms} has no {', '.join(missing)}, nor has the file's top level; give the "
+                f"camera intrinsics {', '.join(intrinsics)} once at the top level or in every frame"
+            )
+
+
 def _check_images(data: Path, names: list[str], transforms: Path) -> None:
     """Raise :class:`UsageError` naming the first of the images ``names`` (relative to ``data``) that is missing."""
     missing = [name for name in names if not (data / name).exists()]
@@ -163,6 +194,7 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optio
         meta = _check_transforms(transforms, f"the '{split}' split")
         if "camera_angle_x" not in meta:
             raise UsageError(f"{transforms} has no camera_angle_x (the horizontal field of view); add it")
+        _check_frames(meta, transforms)
         names = [str(frame.get("file_path", "")).replace("./", "") + ".png" for frame in meta["frames"]]
         _check_images(data, names, transforms)
 
@@ -184,6 +216,7 @@ def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None,
         raise UsageError(f"{data} has no transforms.json: not a nerfstudio dataset (see ns-process-data)")
     # one frame would fail in nerfstudio's parser with a division by zero
     meta = _check_transforms(transforms, "nerfstudio-data (it splits them into training and evaluation views)", 2)
+    _check_frames(meta, transforms, ("fl_x", "fl_y", "cx", "cy", "w", "h"))
     paths = [Path(str(frame.get("file_path", ""))) for frame in meta["frames"]]
     if downscale_factor is not None and downscale_factor > 1:
         names = [f"images_{downscale_factor}/{path.name}" for path in paths]

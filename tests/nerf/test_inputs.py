@@ -46,10 +46,14 @@ def _copy(scene: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(scene, tmp_path / "copy"))
 
 
+def _edit_frames(transforms: Path, edit) -> None:
+    meta = json.loads(transforms.read_text())
+    edit(meta)
+    transforms.write_text(json.dumps(meta))
+
+
 def _keep_frames(capture: Path, count: int) -> None:
-    meta = json.loads((capture / "transforms.json").read_text())
-    meta["frames"] = meta["frames"][:count]
-    (capture / "transforms.json").write_text(json.dumps(meta))
+    _edit_frames(capture / "transforms.json", lambda meta: meta.update(frames=meta["frames"][:count]))
 
 
 def test_methods_are_registered(monkeypatch):
@@ -193,6 +197,48 @@ def test_nerfstudio_capture_needs_two_frames(count, listed, capture, tmp_path):
     )
     _keep_frames(_copy(capture, tmp_path / "two"), 2)
     check_dataset(NerfstudioDataParserConfig(data=tmp_path / "two" / "copy"))
+
+
+def test_nerfstudio_capture_needs_poses_and_intrinsics(capture, tmp_path):
+    """nerfstudio's parser asserts (or raises KeyError) on these; the check names the frame and the key."""
+    data = _copy(capture, tmp_path)
+    transforms = data / "transforms.json"
+    _edit_frames(transforms, lambda meta: meta["frames"][1].pop("transform_matrix"))
+    with pytest.raises(UsageError, match=r"^frame 1 of .*transforms.json has no transform_matrix; add it to every"):
+        check_dataset(NerfstudioDataParserConfig(data=data))
+    _edit_frames(transforms, lambda meta: meta["frames"][1].update(transform_matrix=[[1, 0, 0], [0, 1, 0]]))
+    with pytest.raises(UsageError, match="frame 1 .* not a 4x4 \\(or 3x4\\) matrix of finite numbers"):
+        check_dataset(NerfstudioDataParserConfig(data=data))
+    pose = json.loads((capture / "transforms.json").read_text())["frames"][1]["transform_matrix"]
+    _edit_frames(transforms, lambda meta: meta["frames"][1].update(transform_matrix=pose))
+    check_dataset(NerfstudioDataParserConfig(data=data))
+
+    # intrinsics may sit in each frame instead of the top level; a frame without them (or a top level) fails
+    def per_frame(meta):
+        for key in ("fl_x", "cx"):
+            value = meta.pop(key)
+            for frame in meta["frames"]:
+                frame[key] = value
+
+    _edit_frames(transforms, per_frame)
+    check_dataset(NerfstudioDataParserConfig(data=data))
+    _edit_frames(transforms, lambda meta: [meta["frames"][2].pop(key) for key in ("fl_x", "cx")])
+    with pytest.raises(UsageError) as info:
+        check_dataset(NerfstudioDataParserConfig(data=data))
+    assert str(info.value) == (
+        f"frame 2 of {transforms} has no fl_x, cx, nor has the file's top level; give the camera intrinsics "
+        "fl_x, fl_y, cx, cy, w, h once at the top level or in every frame"
+    )
+
+
+def test_blender_scene_needs_poses(scene, tmp_path):
+    data = _copy(scene, tmp_path)
+    _edit_frames(data / "transforms_val.json", lambda meta: meta["frames"][0].update(transform_matrix="eye"))
+    with pytest.raises(UsageError, match="^frame 0 of .*transforms_val.json has a transform_matrix that is not"):
+        check_blender_dataset(data, "val")
+    _edit_frames(data / "transforms_test.json", lambda meta: meta["frames"][0].pop("file_path"))
+    with pytest.raises(UsageError, match="frame 0 of .*transforms_test.json has no file_path; add it to every frame"):
+        check_blender_dataset(data, "test")
 
 
 @pytest.mark.parametrize(
