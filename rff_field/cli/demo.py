@@ -30,7 +30,7 @@ PRODUCTS = ("scene", "runs", "eval", "mesh.ply", "summary.json", MARKER)
 @dataclass
 class Demo:
     """Generate a small synthetic scene (Blender format), train rff-nerf-lite on it, evaluate on the test views,
-    export a coloured mesh, and print where everything is. 5 to 9 minutes on one CPU core with the defaults."""
+    export a coloured mesh, and print where everything is. About 5 minutes on one CPU core with the defaults."""
 
     output_dir: Path = Path("demo_output")
     """Folder for the scene, the run, the evaluation and the mesh (created; must be new, empty or a former demo's)."""

@@ -92,6 +92,7 @@ class ExportMesh:
         if self.field == "coarse" and not two_fields:
             raise UsageError(f"--field coarse: a '{run.method_name}' run has one main field (fine); omit --field")
         _, _, model, step = load_rff_pipeline(self.load_config, test_mode="inference")
+        model.apply_flush_denormals()  # the grid is sampled through the field, not the model's forward
         aabb = model.scene_box.aabb
         bbox_min = self.bbox_min if self.bbox_min is not None else tuple(aabb[0].tolist())
         bbox_max = self.bbox_max if self.bbox_max is not None else tuple(aabb[1].tolist())

@@ -1,6 +1,7 @@
 """What the NeRF models with a filtered embedding share (``rff-nerf``, ``rff-nerfacto``): the filter's optimizer
 group, the line search hooked into nerfstudio's trainer, the filter's last rate kept in the checkpoint and shown in
-the viewer, the training loss the rule reads, a stop on divergence, and LPIPS when its weights load.
+the viewer, the training loss the rule reads, a stop on divergence, LPIPS when its weights load, and subnormal floats
+flushed to zero on the CPU.
 
 A model class lists :class:`FilteredModelMixin` before its nerfstudio base class, calls :meth:`setup_filter` in
 ``populate_modules``, and defines ``has_filter`` and ``config.line_search``.
@@ -69,6 +70,10 @@ class FilteredModelConfig:
     optimizer's constant rate."""
     compute_lpips: bool = True
     """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
+    flush_denormals: bool = True
+    """Flush subnormal floats (below 1.2e-38) to zero in the CPU thread that runs the model. The density's
+    softplus or exp produces them for empty space, and some CPUs (Intel's) compute with them many times slower.
+    False keeps IEEE subnormals (torch's default)."""
 
     def position_spec(self) -> EmbeddingConfig:
         """The position embedding these options describe."""
@@ -134,6 +139,16 @@ class FilteredModelMixin:
             self.viewer_filter_lr = ViewerNumber(
                 name="Filter LR", default_value=0.0, disabled=True, hint="The filter's learning rate at the last step"
             )
+
+    def apply_flush_denormals(self) -> None:
+        """Set the calling thread's handling of subnormal floats on the CPU as ``flush_denormals`` says."""
+        torch.set_flush_denormal(self.config.flush_denormals)  # type: ignore[attr-defined]
+
+    def forward(self, ray_bundle):
+        """nerfstudio's ``Model.forward`` after :meth:`apply_flush_denormals`: the setting is a thread's own, so it
+        is made on whichever thread renders (training, evaluation, the viewer)."""
+        self.apply_flush_denormals()
+        return super().forward(ray_bundle)  # type: ignore[misc]
 
     def show_filter_lr(self) -> None:
         """Show the rate of the last training step (also that of a loaded checkpoint) in the viewer."""

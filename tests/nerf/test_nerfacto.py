@@ -236,6 +236,41 @@ def test_nerfactos_distortion_loss_is_off_unless_asked_for():
     assert float(default["rgb_loss"]) == pytest.approx(float(nerfactos["rgb_loss"]))
 
 
+def _subnormal_survives() -> bool:
+    """Whether this thread keeps a subnormal product (1e-40 lies below float32's smallest normal, 1.2e-38)."""
+    return float(torch.tensor([1e-30]) * 1e-10) != 0.0
+
+
+@pytest.mark.parametrize("model_name", ["rff-nerf", "rff-nerfacto"])
+def test_a_forward_pass_sets_the_threads_handling_of_subnormals(model_name):
+    """Densities of empty space underflow to subnormals, which some CPUs compute with many times slower; the models
+    flush them (``flush_denormals``) on whichever thread renders, and leave them with the option off."""
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal floats")
+    rays = RayBundle(
+        origins=torch.tensor([[0.0, 0.0, -4.0]]).repeat(4, 1),
+        directions=torch.tensor([[0.0, 0.0, 1.0]]).repeat(4, 1),
+        pixel_area=torch.full((4, 1), 1e-4),
+        camera_indices=torch.zeros(4, 1, dtype=torch.long),
+    )
+
+    def model(**options):
+        if model_name == "rff-nerfacto":
+            return untrained_model(num_train_data=1, **options)
+        config = RFFNeRFModelConfig(num_coarse_samples=4, num_importance_samples=4, compute_lpips=False, **options)
+        return config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3])), num_train_data=1)
+
+    try:
+        assert _subnormal_survives()
+        with torch.no_grad():
+            model()(rays)
+            assert not _subnormal_survives()
+            model(flush_denormals=False)(rays)
+            assert _subnormal_survives()
+    finally:
+        torch.set_flush_denormal(False)
+
+
 @pytest.mark.parametrize("option, before", [("filter_residual", False), ("coarse_sampling_steps", 0)])
 def test_runs_saved_before_an_option_load_as_they_trained(option, before):
     """nerfstudio reads a run's config.yml into the dataclass without calling __init__: a key missing from an older
