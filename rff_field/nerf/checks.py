@@ -195,7 +195,7 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optio
         if "camera_angle_x" not in meta:
             raise UsageError(f"{transforms} has no camera_angle_x (the horizontal field of view); add it")
         _check_frames(meta, transforms)
-        names = [str(frame.get("file_path", "")).replace("./", "") + ".png" for frame in meta["frames"]]
+        names = [str(frame["file_path"]).replace("./", "") + ".png" for frame in meta["frames"]]
         _check_images(data, names, transforms)
 
 
@@ -217,7 +217,7 @@ def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None,
     # one frame would fail in nerfstudio's parser with a division by zero
     meta = _check_transforms(transforms, "nerfstudio-data (it splits them into training and evaluation views)", 2)
     _check_frames(meta, transforms, ("fl_x", "fl_y", "cx", "cy", "w", "h"))
-    paths = [Path(str(frame.get("file_path", ""))) for frame in meta["frames"]]
+    paths = [Path(str(frame["file_path"])) for frame in meta["frames"]]
     if downscale_factor is not None and downscale_factor > 1:
         names = [f"images_{downscale_factor}/{path.name}" for path in paths]
     else:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 import torch
+from nerfstudio.cameras.cameras import Cameras
+from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.utils import writer
 from nerfstudio.viewer.viewer_elements import ViewerNumber
@@ -144,7 +146,7 @@ class FilteredModelMixin:
         """Set the calling thread's handling of subnormal floats on the CPU as ``flush_denormals`` says."""
         torch.set_flush_denormal(self.config.flush_denormals)  # type: ignore[attr-defined]
 
-    def forward(self, ray_bundle):
+    def forward(self, ray_bundle: Union[RayBundle, Cameras]) -> Dict[str, Union[Tensor, List]]:
         """nerfstudio's ``Model.forward`` after :meth:`apply_flush_denormals`: the setting is a thread's own, so it
         is made on whichever thread renders (training, evaluation, the viewer)."""
         self.apply_flush_denormals()
