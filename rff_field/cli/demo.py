@@ -65,6 +65,9 @@ class Demo:
         if self.mesh_resolution < 8:
             raise UsageError(f"--mesh-resolution must be at least 8, got {self.mesh_resolution}")
         check_fields(self, positive=("mesh_threshold",))  # a density: the mesh step would find no surface
+        from rff_field.nerf.checks import check_seed
+
+        check_seed(self.seed, "--seed")
         resolve_device(self.device)
         out = self.output_dir
         check_writable_folder(out, "--output-dir")  # also refuses a file

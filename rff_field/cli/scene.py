@@ -7,6 +7,7 @@ Subcommands:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, Union
@@ -43,7 +44,7 @@ class Blender:
 
     def main(self) -> Path:
         """Check the options, render every view with a progress bar, print the command that trains on it."""
-        minimums = {"image_size": 4, "num_train": 1, "num_val": 1, "num_test": 1, "supersample": 1}
+        minimums = {"image_size": 4, "num_train": 1, "num_val": 1, "num_test": 1, "supersample": 1, "seed": 0}
         return _generate(self.out, self.spec, minimums, write_blender_scene, "rff-nerf-lite")
 
 
@@ -60,11 +61,10 @@ class Capture:
     def main(self) -> Path:
         """Check the options, render every photo with a progress bar, print the command that trains on it."""
         spec = self.spec
-        if not 0 < spec.distance_min <= spec.distance_max:
-            raise UsageError(
-                f"need 0 < --distance-min <= --distance-max, got {spec.distance_min} and {spec.distance_max}"
-            )
-        minimums = {"image_size": 4, "num_views": 2, "supersample": 1}
+        if not 0 < spec.distance_min <= spec.distance_max < math.inf:
+            distances = f"{spec.distance_min} and {spec.distance_max}"
+            raise UsageError(f"need 0 < --distance-min <= --distance-max, both finite, got {distances}")
+        minimums = {"image_size": 4, "num_views": 2, "supersample": 1, "seed": 0}
         return _generate(self.out, spec, minimums, write_nerfstudio_capture, "rff-nerfacto-lite")
 
 

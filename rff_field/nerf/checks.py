@@ -100,6 +100,12 @@ def check_optimizers(optimizers: dict) -> None:
             check_fields(scheduler, positive=("lr_final",), prefix=f"--optimizers.{name}.scheduler.")
 
 
+def check_seed(seed: int, option: str) -> None:
+    """Raise :class:`UsageError` for a seed numpy's legacy seeding (nerfstudio's ``set_random_seed``) refuses."""
+    if not 0 <= seed < 2**32:
+        raise UsageError(f"{option} must be between 0 and 2**32 - 1 (numpy's seeds), got {seed}")
+
+
 def check_datamanager(datamanager: object) -> None:
     """Raise :class:`UsageError` for a ray batch size that gives no rays."""
     names = [n for n in ("train_num_rays_per_batch", "eval_num_rays_per_batch") if hasattr(datamanager, n)]

@@ -24,6 +24,7 @@ from rff_field.nerf.checks import (
     check_nerfacto_config,
     check_optimizers,
     check_run_dataset_path,
+    check_seed,
     dataset_path,
 )
 from rff_field.nerf.divergence import report_divergence_in_one_line
@@ -114,6 +115,7 @@ class RFFTrainerConfig(TrainerConfig):
         check_pipeline_config(self.pipeline, "val", self.method_name)  # type: ignore[arg-type]
         check_optimizers(self.optimizers)
         check_fields(self, positive_int=("max_num_iterations",))
+        check_seed(self.machine.seed, "--machine.seed")
         self.check_device()
 
     def check_device(self) -> None:

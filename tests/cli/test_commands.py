@@ -157,8 +157,11 @@ def test_scene_writes_datasets_nerfstudio_reads(tmp_path, monkeypatch, capsys):
     "args,message",
     [
         (["capture", "--num-views", "1"], "--num-views must be at least 2, got 1"),
-        (["capture", "--distance-min", "5"], "need 0 < --distance-min <= --distance-max, got 5.0 and 4.5"),
+        (["capture", "--distance-min", "5"], "need 0 < --distance-min <= --distance-max, both finite, got 5.0 and 4.5"),
+        (["capture", "--distance-max", "inf"], "both finite, got 2.5 and inf"),
+        (["capture", "--seed", "-1"], "--seed must be at least 0, got -1"),
         (["blender", "--num-test", "0"], "--num-test must be at least 1, got 0"),
+        (["blender", "--seed", "-1"], "--seed must be at least 0, got -1"),
     ],
 )
 def test_scene_options_fail_before_writing(args, message, tmp_path, monkeypatch, capsys):

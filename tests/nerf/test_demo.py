@@ -74,6 +74,9 @@ def test_demo_options_that_cannot_work_fail_before_the_scene(tmp_path, capsys, m
     for threshold in (float("nan"), -1.0):
         assert run(_tiny(tmp_path / "x", mesh_threshold=threshold)) == 2
         assert "--mesh-threshold must be" in capsys.readouterr().err
+    for seed in (-1, 2**32):
+        assert run(_tiny(tmp_path / "x", seed=seed)) == 2
+        assert f"--seed must be between 0 and 2**32 - 1 (numpy's seeds), got {seed}" in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert run(_tiny(tmp_path / "x", device="cuda")) == 2
     assert "CUDA is not available" in capsys.readouterr().err

@@ -407,6 +407,7 @@ def test_rff_nerfacto_chooses_its_coarse_start_by_the_data(scene, capture, blend
         (lambda c: setattr(c.optimizers["fields"]["scheduler"], "lr_final", -1.0),
          "--optimizers.fields.scheduler.lr-final must be positive"),
         (lambda c: setattr(c, "max_num_iterations", -5), "--max-num-iterations must be positive"),
+        (lambda c: setattr(c.machine, "seed", -1), "--machine.seed must be between 0 and 2**32 - 1"),
         (lambda c: setattr(c.pipeline.datamanager, "train_num_rays_per_batch", 0),
          "--pipeline.datamanager.train-num-rays-per-batch must be positive"),
     ],
