@@ -57,9 +57,9 @@ def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
         config,
         positive_int=(
             "hidden_dim", "base_num_layers", "hidden_dim_color", "num_nerf_samples_per_ray",
-            "num_proposal_iterations", "eval_num_rays_per_chunk",
+            "num_proposal_iterations", "eval_num_rays_per_chunk", "proposal_weights_anneal_max_num_iters",
         ),
-        positive=("far_plane",),
+        positive=("far_plane", "average_init_density"),
         non_negative=[name for name in ("interlevel_loss_mult", "distortion_loss_mult", "orientation_loss_mult",
                                         "pred_normal_loss_mult") if hasattr(config, name)],
         prefix=MODEL_OPTION_PREFIX,

@@ -107,7 +107,7 @@ class FilteredModelConfig:
         check_fields(
             self,
             positive_int=("num_frequencies", "rff_num_frequencies", "filter_num_layers"),
-            positive=("pe_scale", "rff_sigma"),
+            positive=("pe_scale", "rff_sigma", "filter_init_gain"),
             prefix=MODEL_OPTION_PREFIX,
         )
         self.line_search.check(prefix=MODEL_OPTION_PREFIX + "line-search.")
