@@ -71,6 +71,9 @@ class NerfBenchConfig:
             what = "is not a folder" if self.data.exists() else "does not exist"
             raise UsageError(f"--data {self.data} {what}; pass a scene folder")
         check_fields(self, positive=("scale",))
+        from rff_field.nerf.checks import check_seed
+
+        check_seed(self.seed, "--seed")  # nerfstudio's own methods (baselines) are not checked below
         if self.steps < 1:
             raise UsageError(f"--steps must be at least 1, got {self.steps}")
         if self.seconds is not None and not self.seconds > 0:

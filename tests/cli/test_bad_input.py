@@ -262,6 +262,9 @@ def test_benchmark_sizes_and_scene_paths_that_cannot_work(picture, tmp_path, mon
         code, err = run(bench.entrypoint, ["nerf", "--data", images, "--scale", scale, "--out", tmp_path / "n"],
                         monkeypatch, capsys)  # fmt: skip
         assert code == 2 and "--scale must be" in err and not (tmp_path / "n").exists()
+    args = ["nerf", "--data", images, "--seed", "-1", "--variants", "nerfacto", "--out", tmp_path / "n"]
+    code, err = run(bench.entrypoint, args, monkeypatch, capsys)
+    assert code == 2 and "--seed must be between 0 and 2**32 - 1" in err and not (tmp_path / "n").exists()
 
 
 def test_image_merge_into_a_file(tmp_path, monkeypatch, capsys):
