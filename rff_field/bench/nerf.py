@@ -509,6 +509,84 @@ class HashGridTiming:
         return result
 
 
+_REGISTRY_IMPORT = """
+import sys, time
+start = time.perf_counter()
+import nerfstudio.plugins.registry as registry
+discover = registry.discover_methods
+def discover_with_nerfstudios_check():
+    found = discover()  # loads this plugin, which speeds up the listing; undone here
+    from nerfstudio.configs.external_methods import ExternalMethodDummyTrainerConfig as Dummy
+    Dummy.__post_init__ = getattr(Dummy.__post_init__, "__wrapped__", Dummy.__post_init__)
+    return found
+if sys.argv[1] == "nerfstudio":
+    registry.discover_methods = discover_with_nerfstudios_check
+import nerfstudio.configs.method_configs
+print(time.perf_counter() - start)
+"""
+
+
+@dataclass
+class StartupTiming:
+    """Seconds every ``ns-*`` command spends importing nerfstudio's method registry (the plugins and the list of
+    external methods) before it does anything else, with this plugin's check of the external methods
+    (:mod:`rff_field.nerf.startup`) and with nerfstudio's own ``inspect.stack`` walk; fresh processes taking
+    turns."""
+
+    dest: Path = Path("benchmarks/nerf")
+    """Folder for startup.json and startup.md."""
+    rounds: int = 5
+    """Counted rounds (one more warms the file cache up first); each starts one process of each kind."""
+    overwrite: bool = False
+    """Replace startup.json and startup.md of an earlier run in --dest."""
+
+    def main(self) -> dict:
+        """Measure and write the table; returns the result."""
+        import subprocess
+        import sys
+
+        from rff_field.common.progress import LoggedProgress
+
+        check_fields(self, positive_int=("rounds",))
+        check_output_files(self.dest, ("startup.json", "startup.md"), self.overwrite, "--dest")
+        kinds = ["nerfstudio", "rff_field"]
+        seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
+        with LoggedProgress() as bar:
+            task = bar.add_task("fresh processes", total=2 * (self.rounds + 1))
+            for index in range(self.rounds + 1):
+                for kind in taking_turns(kinds, index):
+                    done = subprocess.run([sys.executable, "-c", _REGISTRY_IMPORT, kind], capture_output=True,
+                                          text=True, check=True)  # fmt: skip
+                    if index:
+                        seconds[kind].append(float(done.stdout.split()[-1]))
+                    bar.advance(task)
+        machine = machine_description(torch.device("cpu"))
+        medians = {kind: statistics.median(seconds[kind]) for kind in kinds}
+        result = {"machine": machine, "rounds": self.rounds, "seconds": seconds, "median_s": medians,
+                  "saved_s": medians["nerfstudio"] - medians["rff_field"]}  # fmt: skip
+        self.dest.mkdir(parents=True, exist_ok=True)
+        write_json(self.dest / "startup.json", result)
+        lines = [
+            "# Start of every ns-* command: nerfstudio's method registry",
+            "",
+            "Seconds to import `nerfstudio.configs.method_configs` (nerfstudio's methods, the plugins, the list of "
+            "external methods it offers to install) in a fresh process, which `ns-train`, `ns-eval`, `ns-render`, "
+            "`ns-viewer` and `ns-export` do before anything else; with nerfstudio's own check of each external "
+            "method (`inspect.stack()`) and with the plugin's (`sys._getframe`, `rff_field/nerf/startup.py`). "
+            f"Machine: {machine}. Median of {self.rounds} rounds, the two taking turns. Written by "
+            "`rff-bench startup-timing`.",
+            "",
+            "| check of the external methods | seconds |",
+            "|---|---:|",
+            f"| nerfstudio's `inspect.stack()` | {medians['nerfstudio']:.1f} |",
+            f"| rff_field's `sys._getframe(2)` | {medians['rff_field']:.1f} |",
+            f"| saved per command | {result['saved_s']:.1f} |",
+        ]
+        (self.dest / "startup.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return result
+
+
 @dataclass
 class NerfReport:
     """Collect the finished variants (and timings) of a NeRF benchmark into results.json, results.md and a PNG."""

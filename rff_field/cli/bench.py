@@ -15,6 +15,7 @@ Subcommands:
     nerf-eval-timing     rays per second of finished NeRF variants rendering test views, taking turns in one process
     nerf-report          the NeRF benchmark's tables and figure
     hash-grid-timing     the proposal networks' torch hash grid, nerfstudio's and this package's, side by side
+    startup-timing       the start of every ns-* command with the plugin's check of external methods and nerfstudio's
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from typing import Annotated, Optional, Sequence, Union
 import tyro
 
 from rff_field.bench.image import merge_runs
-from rff_field.bench.nerf import HashGridTiming, NerfBenchConfig, NerfEvalTiming, NerfReport, NerfTiming
+from rff_field.bench.nerf import (
+    HashGridTiming,
+    NerfBenchConfig,
+    NerfEvalTiming,
+    NerfReport,
+    NerfTiming,
+    StartupTiming,
+)
 from rff_field.bench.reproduction import ReproductionReport
 from rff_field.bench.scale import ScaleReport
 from rff_field.bench.timing import BatchTiming, FilterTiming, ImageTiming
@@ -93,6 +101,7 @@ Command = Union[
     Annotated[NerfEvalTiming, tyro.conf.subcommand("nerf-eval-timing")],
     Annotated[NerfReport, tyro.conf.subcommand("nerf-report")],
     Annotated[HashGridTiming, tyro.conf.subcommand("hash-grid-timing")],
+    Annotated[StartupTiming, tyro.conf.subcommand("startup-timing")],
 ]
 
 

@@ -15,7 +15,7 @@ from rff_field.core.errors import UsageError
 
 BENCHMARKS = (
     "image image-merge image-timing filter-timing batch-timing reproduction-report scale-report sdf nerf nerf-timing "
-    "nerf-eval-timing nerf-report hash-grid-timing"
+    "nerf-eval-timing nerf-report hash-grid-timing startup-timing"
 )
 COMMANDS = {
     "rff-image": (image.entrypoint, ["fit", "bench"]),
