@@ -15,6 +15,7 @@ import numpy as np
 from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+from nerfstudio.models.nerfacto import NerfactoModelConfig
 
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.nerf.filtered_model import MODEL_OPTION_PREFIX
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 
 TestMode = Literal["test", "val", "inference"]
+
+HASH_GRID_OPTIONS = ("num_levels", "base_res", "max_res", "log2_hashmap_size", "features_per_level")
+"""nerfacto's options of its main field's hash grid, which rff-nerfacto's Fourier field does not have."""
 
 
 def check_model_config(config: "RFFNeRFModelConfig") -> None:
@@ -53,6 +57,14 @@ def check_model_config(config: "RFFNeRFModelConfig") -> None:
 def check_nerfacto_config(config: "RFFNerfactoModelConfig") -> None:
     """Raise :class:`UsageError` for options ``rff-nerfacto`` cannot be built with."""
     config.check_embedding()
+    nerfacto_defaults = NerfactoModelConfig()
+    for name in HASH_GRID_OPTIONS:
+        if getattr(config, name) != getattr(nerfacto_defaults, name):
+            raise UsageError(
+                f"{MODEL_OPTION_PREFIX}{name.replace('_', '-')} does not apply to rff-nerfacto, whose main field is a "
+                "filtered Fourier field, not a hash grid; set its detail with --pipeline.model.num-frequencies "
+                "(or pe-scale), and the proposal networks' grids with --pipeline.model.proposal-net-args-list"
+            )
     check_fields(
         config,
         positive_int=(

@@ -47,8 +47,9 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     """rff-nerfacto: nerfacto with a filtered Fourier feature field in place of its hash grid (Ma et al., ICML 2025).
 
     nerfacto's hash-grid options (num_levels, base_res, max_res, log2_hashmap_size, features_per_level) do not
-    apply to the main field; the proposal networks keep theirs (proposal_net_args_list). The filter is the residual
-    form by default (filter_residual), and nerfacto's distortion loss is off (distortion_loss_mult).
+    apply to the main field (ns-train refuses them); the proposal networks keep theirs (proposal_net_args_list). The
+    filter is the residual form by default (filter_residual), and nerfacto's distortion loss is off
+    (distortion_loss_mult).
     """
 
     _target: Type = field(default_factory=lambda: RFFNerfactoModel)

@@ -277,6 +277,9 @@ def test_unsupported_options(override, message):
         ({"coarse_sampling_steps": -1}, "coarse-sampling-steps must be zero or positive"),
         ({"coarse_sampling_steps": 10, "coarse_nerf_samples_per_ray": 0}, "coarse-nerf-samples-per-ray must be"),
         ({"coarse_sampling_steps": 10, "coarse_proposal_samples_per_ray": (8,)}, "coarse-proposal-samples-per-ray 8 "),
+        ({"num_levels": 8}, "num-levels does not apply to rff-nerfacto"),
+        ({"max_res": 4096}, "max-res does not apply to rff-nerfacto"),
+        ({"log2_hashmap_size": 21}, "log2-hashmap-size does not apply"),
     ],
 )
 def test_unsupported_nerfacto_options(override, message):
