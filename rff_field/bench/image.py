@@ -41,6 +41,7 @@ from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
+from rff_field.image.checkpoint import CHECKPOINT_FILE, fit_settings, resume_iteration
 from rff_field.image.data import UsageError, downsample, load_image
 from rff_field.image.fit import IMAGE_METHODS, FitConfig, prepare_image, run_fit, write_fit_outputs
 from rff_field.image.plots import history_series
@@ -399,23 +400,34 @@ def run_job(config: BenchConfig, job: Job, notify: Optional[Callable[[str], None
         return json.loads((config.out / job.folder / "metrics.json").read_text())
 
 
-def job_batch_key(config: BenchConfig, job: Job) -> str:
-    """Jobs with equal keys can be fitted together (:func:`rff_field.image.batched.batch_key`); a job whose method
-    cannot be batched gets a key of its own."""
-    pixels = downsample(load_image(job.source).pixels, config.downsample)
-    fit = job_config(config, job, pixels.shape[-1], max(pixels.shape[:2]))
-    return batch_key(fit, pixels.shape) if fit.network.method in METHODS else f"job {job.index}"
-
-
 PARTIAL_FOLDER = "partial"
-"""Where a batch stopped by the time budget writes what it reached (its jobs stay pending)."""
+"""Where a batch stopped by the time budget writes what it reached and its checkpoints (its jobs stay pending)."""
+
+
+def checkpoint_path(config: BenchConfig, job: Job) -> Path:
+    """Where ``job`` keeps its checkpoint until it finishes (None of it is read with ``--overwrite``)."""
+    return config.out / PARTIAL_FOLDER / job.folder / CHECKPOINT_FILE
+
+
+def job_batch_key(config: BenchConfig, job: Job) -> str:
+    """Jobs with equal keys can be fitted together (:func:`rff_field.image.batched.batch_key`, and the iteration
+    their checkpoints resume them at); a job whose method cannot be batched gets a key of its own."""
+    image = prepare_image(job.source, config.downsample)
+    fit = job_config(config, job, image.pixels.shape[-1], max(image.pixels.shape[:2]))
+    if fit.network.method not in METHODS:
+        return f"job {job.index}"
+    resume = 0
+    if not config.jobs.overwrite:
+        resume = resume_iteration(checkpoint_path(config, job), fit_settings(fit, image.name, image.pixels.shape))
+    return f"{batch_key(fit, image.pixels.shape)} from {resume}"
 
 
 def run_batch(
     config: BenchConfig, jobs: list[Job], stop_at: Optional[float], notify: Optional[Callable[[str], None]] = None
 ) -> bool:
     """Fit ``jobs`` together and write their folders; False when ``stop_at`` passed first: the jobs stay pending and
-    what the batch fitted by then is written under ``partial/`` (curves to that iteration, marked ``stopped``)."""
+    what the batch fitted by then is written under ``partial/`` (curves to that iteration, marked ``stopped``), with
+    a checkpoint from which the next run goes on (unless it is given ``--overwrite``)."""
     if stop_at is not None and time.monotonic() > stop_at:
         return False
     fitted, loaded = [], []
@@ -427,7 +439,11 @@ def run_batch(
     if fitted[0].config.network.method not in METHODS:  # SAPE: a batch of its own (job_batch_key)
         run_job(config, jobs[0], notify)
         return True
-    results = fit_images(fitted, progress=config.progress, notify=notify, stop_at=stop_at)
+    checkpoints = [checkpoint_path(config, job) for job in jobs]
+    if config.jobs.overwrite:
+        for path in checkpoints:
+            path.unlink(missing_ok=True)
+    results = fit_images(fitted, progress=config.progress, notify=notify, stop_at=stop_at, checkpoints=checkpoints)
     stopped = any("stopped" in result.metrics for result in results)
     for job, image, result in zip(jobs, loaded, results):
         result.metrics.update(source=image.source, downsample=config.downsample, label=job.variant.label,
@@ -436,9 +452,11 @@ def run_batch(
         write_fit_outputs(result, folder, error_vmax=result.metrics["config"]["error_vmax"], overwrite=True)
         if "diverged" in result.metrics:
             (notify or print)(f"{job.folder}: {result.metrics['diverged']}; its outputs are marked diverged")
+        if not stopped:
+            checkpoint_path(config, job).unlink(missing_ok=True)
     if stopped:
         (notify or print)(f"{results[0].metrics['stopped']}: this batch's jobs stay pending; what they reached is in "
-                          f"{config.out / PARTIAL_FOLDER}")  # fmt: skip
+                          f"{config.out / PARTIAL_FOLDER}, and the same command goes on from there")  # fmt: skip
     return not stopped
 
 

@@ -5,10 +5,10 @@ networks, best PSNR over 20k iterations, mini-batches of 65,536 pixels with the 
 over pixels) into ``OUT/table``: one job at a time (``--batch-models K`` fits K jobs of one network together),
 its step replayed as a CUDA graph with ``--cuda-graph``; each finished job is written at once as its own
 ``runs/<image>/<label>/metrics.json``, finished jobs are skipped when the command runs again, and a job still
-running at the time budget stops at its next progress check, writes what it reached under ``partial/`` and stays
-pending. ``--graph-check`` and ``--timing`` first compare the graph with eager steps and measure seconds per
-iteration side by side (``OUT/timing``). Needs torch, numpy, scikit-image, matplotlib, jaxtyping and rich: no
-tyro, no nerfstudio. ``scripts/gpu_table1.sh`` calls it."""
+running at the time budget stops at its next progress check, writes what it reached under ``partial/`` with a
+checkpoint, and stays pending: the next run resumes it there. ``--graph-check`` and ``--timing`` first compare the
+graph with eager steps and measure seconds per iteration side by side (``OUT/timing``). Needs torch, numpy,
+scikit-image, matplotlib, jaxtyping and rich: no tyro, no nerfstudio. ``scripts/gpu_table1.sh`` calls it."""
 
 from __future__ import annotations
 

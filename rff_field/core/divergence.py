@@ -111,6 +111,13 @@ class LastFiniteState:
         self.state = self._copy()  # the copy of step `step`; the initial model when nothing finite was seen yet
         self._unseen_step, self._unseen_state = 0, self.state  # copied at the last check, its loss not yet seen
 
+    def resume(self, step: int, first_loss: Optional[Tensor]) -> None:
+        """Go on from the model as it is now, restored at ``step`` from a state that was sound when saved
+        (``first_loss``: the first step's loss of that training)."""
+        self.step = self._unseen_step = step
+        self.state = self._unseen_state = self._copy()
+        self.first_loss = first_loss
+
     @property
     def checked_step(self) -> int:
         """The step of the last check that found everything finite (the next check's losses start there)."""

@@ -32,6 +32,7 @@ import contextlib
 import json
 import time
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import torch
@@ -47,6 +48,15 @@ from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import group_slopes, rate_dtype, step_size_by_rule, tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP
+from rff_field.image.checkpoint import (
+    CHECKPOINT_EVERY_S,
+    fit_settings,
+    load_checkpoint,
+    model_checkpoint,
+    restore_model,
+    save_checkpoint,
+    set_schedule,
+)
 from rff_field.image.data import pixel_coordinates
 from rff_field.image.fit import (
     FitConfig,
@@ -56,6 +66,7 @@ from rff_field.image.fit import (
     fit_image,
     mark_unfinished,
     optimizer_groups,
+    restore_curves,
 )
 from rff_field.image.metrics import psnr_from_mse
 from rff_field.inr.config import METHODS, build_network
@@ -117,6 +128,7 @@ def fit_images(
     notify: Optional[Callable[[str], None]] = None,
     stop_at: Optional[float] = None,
     vectorize: bool = False,
+    checkpoints: Optional[Sequence[Optional[Path]]] = None,
 ) -> list[FitResult]:
     """Fit the jobs' networks together; returns one result per job, as :func:`fit_image` would.
 
@@ -129,9 +141,12 @@ def fit_images(
             ``stopped`` in their metrics.
         vectorize: One vmapped forward pass over the stacked models (True) or K passes in one step (False, the
             default). Both give the same results to rounding.
+        checkpoints: One file per job (or None) to resume it from and save it to, as ``fit_image``'s
+            ``checkpoint``; the jobs of a batch resume at one iteration.
 
     Raises:
         UsageError: For no jobs, jobs that cannot share a batch, or a method that cannot be batched (SAPE).
+        ValueError: For checkpoints that would resume the jobs at different iterations.
     """
     notify = notify or (lambda message: print(f"note: {message}"))
     if not jobs:
@@ -143,8 +158,10 @@ def fit_images(
         raise UsageError("these jobs cannot share a batch: their images' sizes or their settings differ (batch_key)")
     if first.network.method not in METHODS:
         raise UsageError(f"{first.network.method} cannot be batched (its state changes during training)")
+    checkpoints = list(checkpoints) if checkpoints is not None else [None] * len(jobs)
     if len(jobs) == 1:  # a batch of one is a fit (which can also replay its step as a CUDA graph)
-        result = fit_image(jobs[0].pixels, first, jobs[0].name, progress=progress, notify=notify, stop_at=stop_at)
+        result = fit_image(jobs[0].pixels, first, jobs[0].name, progress=progress, notify=notify, stop_at=stop_at,
+                           checkpoint=checkpoints[0])  # fmt: skip
         result.metrics.update(engine="batched", batch_models=1, batch_vectorized=False,
                               batch_seconds_per_iter=result.metrics["seconds_per_iter"])  # fmt: skip
         return [result]
@@ -213,13 +230,42 @@ def fit_images(
     ]  # fmt: skip
     diverged: list[Optional[TrainingDiverged]] = [None] * count
 
+    settings = [fit_settings(job.config, job.name, job.pixels.shape) for job in jobs]
+    saved = [load_checkpoint(path, job_settings, notify) for path, job_settings in zip(checkpoints, settings)]
+    starts = {checkpoint.iteration if checkpoint is not None else 0 for checkpoint in saved}
+    if len(starts) > 1:
+        raise ValueError(f"the jobs' checkpoints resume them at different iterations ({sorted(starts)})")
+    first_iteration, seconds_before, resumed = starts.pop(), 0.0, []
+    for k, checkpoint in enumerate(saved):
+        if checkpoint is None:
+            continue
+        restore_model(checkpoint, models[k], optimizer, generators[k])
+        restore_curves(checkpoint, k, mse_history, records if search is not None else None, filter_lrs)
+        guards[k].resume(first_iteration, mse_history[0, k].clone())
+        seconds_before, resumed = checkpoint.seconds, [*checkpoint.resumed, first_iteration]
+    if first_iteration:
+        set_schedule(scheduler, first_iteration)
+
+    def save(iteration: int) -> float:
+        seconds = seconds_before + time.perf_counter() - start
+        for k, path in enumerate(checkpoints):
+            if path is not None and diverged[k] is None:  # a diverged model's fit ends at its last sound state
+                save_checkpoint(path, model_checkpoint(
+                    models[k], optimizer, generators[k], iteration, seconds, settings[k], mse_history[:, k],
+                    records[:, k] if search is not None else None, filter_lrs, resumed))  # fmt: skip
+        return time.monotonic()
+
     bar, task = psnr_progress(progress, first.iters, f"{count} x {first.network.method}", label="mean PSNR")
+    if bar is not None:
+        bar.update(task, completed=first_iteration)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
+    saved_at = time.monotonic()
+    keep = any(path is not None for path in checkpoints)
     iters_done = first.iters
     with precision_scope(first.precision), bar if bar is not None else contextlib.nullcontext():
-        for it in range(first.iters):
+        for it in range(first_iteration, first.iters):
             order = None
             if not full_batch:
                 order = torch.stack([torch.randperm(num_pixels, device=device, generator=g) for g in generators])
@@ -252,10 +298,14 @@ def fit_images(
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(mse_history[it]).mean()))
                 if stop_at is not None and time.monotonic() > stop_at and it + 1 < first.iters:
                     iters_done = it + 1
+                    if keep:
+                        save(iters_done)
                     break
+                if keep and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
+                    saved_at = save(it + 1)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
+    seconds = seconds_before + time.perf_counter() - start
     results = []
     for k, (model, job) in enumerate(zip(models, jobs)):
         forward = PixelPredictor(model, coords, job.config.cache_embedding)
@@ -271,6 +321,8 @@ def fit_images(
             batch_seconds_per_iter=seconds / iters_done,
         )
         mark_unfinished(result.metrics, diverged[k], iters_done, job.config.iters)
+        if resumed:
+            result.metrics["resumed_at"] = resumed
         results.append(result)
     return results
 

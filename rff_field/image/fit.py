@@ -35,6 +35,16 @@ from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
+from rff_field.image.checkpoint import (
+    CHECKPOINT_EVERY_S,
+    FitCheckpoint,
+    fit_settings,
+    load_checkpoint,
+    model_checkpoint,
+    restore_model,
+    save_checkpoint,
+    set_schedule,
+)
 from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
 from rff_field.image.metrics import image_metrics, psnr_from_mse
 from rff_field.image.plots import pyplot
@@ -180,6 +190,7 @@ def fit_image(
     progress: bool = True,
     notify: Optional[Callable[[str], None]] = None,
     stop_at: Optional[float] = None,
+    checkpoint: Optional[Path] = None,
 ) -> FitResult:
     """Fit ``config.network`` to an image of values in [0, 1].
 
@@ -194,6 +205,8 @@ def fit_image(
         notify: Called with one-line notices (e.g. LPIPS unavailable); default: print them.
         stop_at: A ``time.monotonic()`` value; past it, training stops at the next progress check (every
             ``log_every`` iterations) and the result covers the iterations done, marked ``stopped``.
+        checkpoint: A file to resume from (when it holds a checkpoint of this fit: same settings, same image) and
+            to save to when the fit stops at ``stop_at``, and every ``CHECKPOINT_EVERY_S`` seconds (not for SAPE).
     """
     notify = notify or (lambda message: print(f"note: {message}"))
     config.check()
@@ -259,13 +272,33 @@ def fit_image(
         lambda: train_step(None if full_batch else batch_index), enabled=graphed and device.type == "cuda"
     )
 
+    checkpoint = checkpoint if progressive is None else None
+    settings = fit_settings(config, name, pixels.shape)
+    saved = load_checkpoint(checkpoint, settings, notify)
+    first_iteration, seconds_before, resumed = 0, 0.0, []
+    if saved is not None:
+        restore_model(saved, model, optimizer, generator)
+        set_schedule(scheduler, saved.iteration)
+        first_iteration, seconds_before, resumed = saved.iteration, saved.seconds, [*saved.resumed, saved.iteration]
+        restore_curves(saved, 0, mse_history, search_records, filter_lrs)
+        guard.resume(first_iteration, mse_history[0].clone())
+
+    def save(iteration: int) -> float:
+        seconds = seconds_before + time.perf_counter() - start
+        save_checkpoint(checkpoint, model_checkpoint(model, optimizer, generator, iteration, seconds, settings,
+                                                     mse_history, search_records, filter_lrs, resumed))  # fmt: skip
+        return time.monotonic()
+
     bar, task = psnr_progress(progress, config.iters, f"{name} {config.network.method}")
+    if bar is not None:
+        bar.update(task, completed=first_iteration)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
+    saved_at = time.monotonic()
     iters_run = config.iters
     with precision_scope(config.precision), bar if bar is not None else contextlib.nullcontext():
-        for it in range(config.iters):
+        for it in range(first_iteration, config.iters):
             order = None if full_batch else torch.randperm(num_pixels, device=device, generator=generator)
             sse = torch.zeros((), device=device, dtype=torch.float64)
             for begin in range(0, num_pixels, config.batch_size):
@@ -297,10 +330,14 @@ def fit_image(
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
                 if stop_at is not None and time.monotonic() > stop_at and it + 1 < config.iters:
                     iters_run = it + 1
+                    if checkpoint is not None:
+                        save(iters_run)
                     break
+                if checkpoint is not None and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
+                    saved_at = save(it + 1)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    seconds_per_iter = (time.perf_counter() - start) / iters_run
+    seconds_per_iter = (seconds_before + time.perf_counter() - start) / iters_run
     search = None
     done = guard.step if diverged is not None else iters_run
     if line_search is not None:
@@ -310,7 +347,22 @@ def fit_image(
                         seconds_per_iter, inr_lr, filter_lrs[:done] if filter_group is not None else None, search,
                         notify)  # fmt: skip
     mark_unfinished(result.metrics, diverged, iters_run, config.iters)
+    if resumed:
+        result.metrics["resumed_at"] = resumed
     return result
+
+
+def restore_curves(
+    saved: FitCheckpoint, model: int, mse: Tensor, records: Optional[Tensor], filter_lrs: list[float]
+) -> None:
+    """Copy a checkpoint's curves into a fit's: ``mse`` (and ``records``) of shape ``[iters]`` (``[iters, 4]``), or
+    ``[iters, K]`` (``[iters, K, 4]``) for the batch's ``model`` k."""
+    done = saved.iteration
+    target = mse[:done] if mse.dim() == 1 else mse[:done, model]
+    target.copy_(saved.mse)
+    if records is not None and saved.records is not None:
+        (records[:done] if records.dim() == 2 else records[:done, model]).copy_(saved.records)
+    filter_lrs[:done] = saved.filter_lrs
 
 
 def mark_unfinished(metrics: dict, diverged: Optional[TrainingDiverged], iters_run: int, iters: int) -> None:

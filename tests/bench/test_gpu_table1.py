@@ -63,6 +63,11 @@ def test_a_batch_stopped_by_the_budget_keeps_what_it_reached_apart(tmp_path):
     metrics = json.loads((out / "table" / "partial" / "runs" / "a" / "mlp-pe" / "metrics.json").read_text())
     assert metrics["iters_requested"] == 100000 and metrics["iters"] % 500 == 0 and "stopped" in metrics
     assert not (out / "table" / "runs" / "a" / "mlp-pe" / "metrics.json").exists()  # still pending
+    assert (out / "table" / "partial" / "runs" / "a" / "mlp-pe" / "checkpoint.pt").is_file()
+    again = run_script(tmp_path, out, 0.5, ITERS="100000", VARIANTS="mlp-pe")  # the next call goes on from there
+    assert again.returncode == 0, again.stdout + again.stderr
+    resumed = json.loads((out / "table" / "partial" / "runs" / "a" / "mlp-pe" / "metrics.json").read_text())
+    assert resumed["resumed_at"] == [metrics["iters"]] and resumed["iters"] > metrics["iters"]
 
 
 def test_graph_check_and_batches_of_one_with_the_graph(tmp_path):

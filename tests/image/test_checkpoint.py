@@ -1,0 +1,90 @@
+"""A fit stopped at its time budget and resumed from its checkpoint takes the very steps of an uninterrupted fit.
+
+Both runs execute the same operations on the same values in one process, so their curves and reconstructions are
+equal to the last bit on any CPU; a checkpoint that missed any part of the state (Adam's moments, the mini-batch
+order, the schedule, the filter's rate) would change them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from rff_field.bench.image import _check_out, build_jobs, checkpoint_path, job_batch_key, job_config, run_bench
+from rff_field.core.optim import LineSearchConfig
+from rff_field.image.batched import ImageJob, fit_images
+from rff_field.image.checkpoint import load_checkpoint
+from rff_field.image.fit import fit_image, prepare_image
+from tests.bench.test_image import image_folder, tiny_bench  # noqa: F401 (a fixture)
+from tests.image.test_batched import config, image
+
+CASES = {
+    "filtered-pe, line search, mini-batches": config("filtered-pe", iters=15, batch_size=50,
+                                                     line_search=LineSearchConfig(lr_max=1.0)),
+    "filtered-pe, scheduled filter rate": config("filtered-pe", iters=15, filter_schedule=True,
+                                                 line_search=LineSearchConfig(enabled=False)),
+    "mlp-rff": config("mlp-rff", iters=15),
+}  # fmt: skip
+
+
+def assert_same_fit(resumed, uninterrupted) -> None:
+    assert resumed.metrics["psnr_history"] == uninterrupted.metrics["psnr_history"]
+    assert torch.equal(resumed.reconstruction, uninterrupted.reconstruction)
+    for key in ("filter_lr_history", "line_search_history"):
+        assert resumed.metrics.get(key) == uninterrupted.metrics.get(key), key
+
+
+def test_a_stopped_fit_resumes_where_it_stopped(tmp_path):
+    for name, fit in CASES.items():
+        path = tmp_path / name / "checkpoint.pt"
+        stopped = fit_image(image(0), fit, progress=False, stop_at=0.0, checkpoint=path)  # stops at iteration 5
+        assert stopped.metrics["iters"] == 5 and path.is_file(), name
+        again = fit_image(image(0), fit, progress=False, stop_at=0.0, checkpoint=path)  # 5 more, then stops
+        assert again.metrics["iters"] == 10 and again.metrics["resumed_at"] == [5], name
+        resumed = fit_image(image(0), fit, progress=False, checkpoint=path)
+        assert resumed.metrics["iters"] == 15 and resumed.metrics["resumed_at"] == [5, 10], name
+        assert_same_fit(resumed, fit_image(image(0), fit, progress=False))
+
+
+def test_a_stopped_batch_resumes_where_it_stopped(tmp_path):
+    fit = CASES["filtered-pe, line search, mini-batches"]
+    jobs = [ImageJob(image(k), fit, f"img{k}") for k in range(2)]
+    paths = [tmp_path / f"{k}.pt" for k in range(2)]
+    fit_images(jobs, stop_at=0.0, checkpoints=paths)
+    for resumed, uninterrupted in zip(fit_images(jobs, checkpoints=paths), fit_images(jobs)):
+        assert resumed.metrics["resumed_at"] == [5]
+        assert_same_fit(resumed, uninterrupted)
+
+
+def test_a_checkpoint_of_other_settings_or_another_image_is_not_resumed(tmp_path):
+    fit = CASES["mlp-rff"]
+    path = tmp_path / "checkpoint.pt"
+    fit_image(image(0), fit, progress=False, stop_at=0.0, checkpoint=path)
+    notices = []
+    for other_image, other_fit in ((image(0), config("mlp-rff", iters=16)), (image(0, size=13), fit)):
+        result = fit_image(other_image, other_fit, progress=False, notify=notices.append, checkpoint=tmp_path / "c")
+        assert "resumed_at" not in result.metrics
+    assert load_checkpoint(path, "other settings", notices.append) is None
+    assert notices == [f"{path} was written by a fit with other settings; this fit starts from the first iteration"]
+    path.write_bytes(b"not a checkpoint")
+    assert fit_image(image(0), fit, progress=False, notify=notices.append, checkpoint=path).metrics["iters"] == 15
+    assert "cannot be read" in notices[-1]
+
+
+def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder, tmp_path):  # noqa: F811
+    bench = tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe", "filtered-pe"), sweep_names=(),
+                       long_names=())  # fmt: skip
+    bench.fit.iters, bench.fit.log_every = 10, 4
+    jobs = build_jobs(bench)
+    _check_out(bench, jobs)  # the folder becomes this benchmark's, as run_bench makes it before any job
+    first = jobs[0]  # mlp-pe on one.png: stopped as a budget would stop it
+    loaded = prepare_image(first.source, bench.downsample)
+    fit = job_config(bench, first, 3, max(loaded.pixels.shape[:2]))
+    key = job_batch_key(bench, first)
+    fit_images([ImageJob(loaded.pixels, fit, loaded.name)], stop_at=0.0, checkpoints=[checkpoint_path(bench, first)])
+    assert job_batch_key(bench, first) != key  # it no longer shares a batch with jobs starting at iteration 0
+    run_bench(bench, notify=lambda message: None)
+    metrics = json.loads((bench.out / first.folder / "metrics.json").read_text())
+    assert metrics["resumed_at"] == [4] and metrics["iters"] == 10
+    assert not checkpoint_path(bench, first).exists()
