@@ -143,6 +143,15 @@ def match_size(config: NetworkConfig, target: int, channels: int, sidelength: in
 
 
 @dataclass
+class ImageJobOptions(JobOptions):
+    """:class:`JobOptions` whose time budget also stops a running batch of fits, which the next run resumes."""
+
+    budget_s: Optional[float] = None
+    """Start no batch after this many seconds, and stop a running one at its next progress update with a checkpoint
+    of each fit (finished jobs are kept; the same command goes on from there)."""
+
+
+@dataclass
 class BenchConfig:
     """A benchmark: variants x images with one protocol, the robustness sweep, and longer runs."""
 
@@ -184,7 +193,7 @@ class BenchConfig:
     """Image shown in the crops figure (default: the first image)."""
     summarize_only: bool = False
     """Run nothing; rebuild results.json, results.md and the figures from the finished jobs."""
-    jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
+    jobs: Annotated[ImageJobOptions, Flat] = field(default_factory=ImageJobOptions)
     """Which jobs to run, and how."""
     engine: Literal["batched", "sequential", "auto"] = "batched"
     """``batched``: fit jobs that share a network shape, image size and settings together, as one batched

@@ -58,8 +58,7 @@ class JobOptions:
     workers: int = 1
     """Jobs run side by side, each in its own process (useful on a GPU that small jobs leave idle)."""
     budget_s: Optional[float] = None
-    """Start no job after this many seconds; image fits running then stop at their next progress update and keep a
-    checkpoint (finished jobs are kept; rerun the same command to go on)."""
+    """Start no job after this many seconds (finished jobs are kept; rerun the command to go on)."""
     overwrite: bool = False
     """Rerun jobs that already finished (their folders are replaced)."""
 
