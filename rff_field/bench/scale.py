@@ -52,6 +52,7 @@ LONG = (  # folder, tag, setting
     ("x4-8000", "wire22-w128", "x4, 3x128, WIRE PE 22 ch., 8000 iterations"),
     ("x2-8000", "wire26-w128", "x2, 3x128, WIRE PE 26 ch., 8000 iterations"),
     ("x4-20000", "wire22-w64", "x4, 3x64, WIRE PE 22 ch., 20000 iterations"),
+    ("x2-20000", "wire26-w128", "x2, 3x128, WIRE PE 26 ch., 20000 iterations"),
 )
 LONG_FOLDERS = {folder for folder, _, _ in LONG}
 VARIANTS = (  # folder, base tag, suffix, what changes (filtered runs of question 3)
