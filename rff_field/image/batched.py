@@ -53,6 +53,7 @@ from rff_field.image.checkpoint import (
     fit_settings,
     load_checkpoint,
     model_checkpoint,
+    restore_curves,
     restore_model,
     save_checkpoint,
     set_schedule,
@@ -66,7 +67,6 @@ from rff_field.image.fit import (
     fit_image,
     mark_unfinished,
     optimizer_groups,
-    restore_curves,
 )
 from rff_field.image.metrics import psnr_from_mse
 from rff_field.inr.config import METHODS, build_network

@@ -142,6 +142,19 @@ def restore_model(
     generator.set_state(checkpoint.generator)
 
 
+def restore_curves(
+    saved: FitCheckpoint, model: int, mse: Tensor, records: Optional[Tensor], filter_lrs: list[float]
+) -> None:
+    """Copy a checkpoint's curves into a fit's: ``mse`` (and ``records``) of shape ``[iters]`` (``[iters, 4]``), or
+    ``[iters, K]`` (``[iters, K, 4]``) for the batch's ``model`` k."""
+    done = saved.iteration
+    target = mse[:done] if mse.dim() == 1 else mse[:done, model]
+    target.copy_(saved.mse)
+    if records is not None and saved.records is not None:
+        (records[:done] if records.dim() == 2 else records[:done, model]).copy_(saved.records)
+    filter_lrs[:done] = saved.filter_lrs
+
+
 def set_schedule(scheduler: LambdaLR, iteration: int) -> None:
     """Move ``scheduler`` (and its optimizer's rates) to where it stands after ``iteration`` iterations."""
     scheduler.last_epoch = iteration

@@ -37,10 +37,10 @@ from rff_field.core.line_search import tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.checkpoint import (
     CHECKPOINT_EVERY_S,
-    FitCheckpoint,
     fit_settings,
     load_checkpoint,
     model_checkpoint,
+    restore_curves,
     restore_model,
     save_checkpoint,
     set_schedule,
@@ -350,19 +350,6 @@ def fit_image(
     if resumed:
         result.metrics["resumed_at"] = resumed
     return result
-
-
-def restore_curves(
-    saved: FitCheckpoint, model: int, mse: Tensor, records: Optional[Tensor], filter_lrs: list[float]
-) -> None:
-    """Copy a checkpoint's curves into a fit's: ``mse`` (and ``records``) of shape ``[iters]`` (``[iters, 4]``), or
-    ``[iters, K]`` (``[iters, K, 4]``) for the batch's ``model`` k."""
-    done = saved.iteration
-    target = mse[:done] if mse.dim() == 1 else mse[:done, model]
-    target.copy_(saved.mse)
-    if records is not None and saved.records is not None:
-        (records[:done] if records.dim() == 2 else records[:done, model]).copy_(saved.records)
-    filter_lrs[:done] = saved.filter_lrs
 
 
 def mark_unfinished(metrics: dict, diverged: Optional[TrainingDiverged], iters_run: int, iters: int) -> None:
