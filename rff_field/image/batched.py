@@ -245,6 +245,7 @@ def fit_images(
         seconds_before, resumed = checkpoint.seconds, [*checkpoint.resumed, first_iteration]
     if first_iteration:
         set_schedule(scheduler, first_iteration)
+        notify(f"resuming {count} fits at iteration {first_iteration} of {first.iters} from their checkpoints")
 
     def save(iteration: int) -> float:
         seconds = seconds_before + time.perf_counter() - start

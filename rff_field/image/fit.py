@@ -37,6 +37,7 @@ from rff_field.core.line_search import tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.checkpoint import (
     CHECKPOINT_EVERY_S,
+    CHECKPOINT_FILE,
     fit_settings,
     load_checkpoint,
     model_checkpoint,
@@ -282,6 +283,7 @@ def fit_image(
         first_iteration, seconds_before, resumed = saved.iteration, saved.seconds, [*saved.resumed, saved.iteration]
         restore_curves(saved, 0, mse_history, search_records, filter_lrs)
         guard.resume(first_iteration, mse_history[0].clone())
+        notify(f"resuming at iteration {first_iteration} of {config.iters} from {checkpoint} (delete it to start over)")
 
     def save(iteration: int) -> float:
         seconds = seconds_before + time.perf_counter() - start
@@ -574,6 +576,9 @@ def run_fit(
 ) -> dict:
     """Load, fit and write outputs; returns the metrics. The function a GPU script calls.
 
+    A long fit saves a checkpoint in ``out_dir`` every few minutes; run again with the same settings after it was
+    killed, it resumes there. The checkpoint is removed once the outputs are written.
+
     Args:
         image: Image file (None: scikit-image's astronaut).
         out_dir: Folder for the outputs.
@@ -591,11 +596,13 @@ def run_fit(
     loaded = prepare_image(image, downsample_factor)
     for notice in loaded.notices:
         notify(notice)
-    result = fit_image(loaded.pixels, config, name=loaded.name, progress=progress, notify=notify)
+    checkpoint = Path(out_dir) / CHECKPOINT_FILE  # saved now and then; a killed run resumes from it
+    result = fit_image(loaded.pixels, config, name=loaded.name, progress=progress, notify=notify, checkpoint=checkpoint)
     result.metrics["source"] = loaded.source
     result.metrics["downsample"] = downsample_factor if downsample_factor is not None else (4 if image is None else 1)
     result.metrics.update(extra_metrics or {})
     write_fit_outputs(result, Path(out_dir), error_vmax=config.error_vmax, overwrite=overwrite)
+    checkpoint.unlink(missing_ok=True)
     if "diverged" in result.metrics:
         raise TrainingDiverged(f"{result.metrics['diverged']}; its outputs are in {out_dir}, marked diverged")
     return result.metrics

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 
+import imageio.v3 as iio
+import numpy as np
 import torch
 
 from rff_field.bench.image import _check_out, build_jobs, checkpoint_path, job_batch_key, job_config, run_bench
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, fit_images
-from rff_field.image.checkpoint import load_checkpoint
-from rff_field.image.fit import fit_image, prepare_image
+from rff_field.image.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from rff_field.image.fit import fit_image, prepare_image, run_fit
 from tests.bench.test_image import image_folder, tiny_bench  # noqa: F401 (a fixture)
 from tests.image.test_batched import config, image
 
@@ -88,3 +90,17 @@ def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder
     metrics = json.loads((bench.out / first.folder / "metrics.json").read_text())
     assert metrics["resumed_at"] == [4] and metrics["iters"] == 10
     assert not checkpoint_path(bench, first).exists()
+
+
+def test_rff_image_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path):
+    path, out = tmp_path / "small.png", tmp_path / "fit"
+    iio.imwrite(path, (image(0).numpy() * 255).astype(np.uint8))
+    fit = CASES["mlp-rff"]
+    loaded = prepare_image(path, 1)
+    # what a run killed after its first checkpoint leaves behind
+    fit_image(loaded.pixels, fit, loaded.name, progress=False, stop_at=0.0, checkpoint=out / CHECKPOINT_FILE)
+    notices = []
+    metrics = run_fit(path, out, fit, 1, progress=False, notify=notices.append)
+    assert metrics["resumed_at"] == [5] and metrics["iters"] == 15
+    assert any(notice.startswith("resuming at iteration 5 of 15 from") for notice in notices)
+    assert (out / "metrics.json").is_file() and not (out / CHECKPOINT_FILE).exists()
