@@ -253,7 +253,7 @@ def fit_images(
             if path is not None and diverged[k] is None:  # a diverged model's fit ends at its last sound state
                 save_checkpoint(path, model_checkpoint(
                     models[k], optimizer, generators[k], iteration, seconds, settings[k], mse_history[:, k],
-                    records[:, k] if search is not None else None, filter_lrs, resumed))  # fmt: skip
+                    records[:, k] if search is not None else None, filter_lrs, resumed), notify)  # fmt: skip
         return time.monotonic()
 
     bar, task = psnr_progress(progress, first.iters, f"{count} x {first.network.method}", label="mean PSNR")

@@ -7,6 +7,7 @@ on with the same steps it would have taken had it not stopped (on one machine, t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -61,12 +62,18 @@ def fit_settings(config: "FitConfig", name: str, shape: Sequence[int]) -> str:
     return json.dumps([asdict(config), name, list(shape)], sort_keys=True, default=str)
 
 
-def save_checkpoint(path: Path, checkpoint: FitCheckpoint) -> None:
-    """Write ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def save_checkpoint(path: Path, checkpoint: FitCheckpoint, notify: Callable[[str], None]) -> None:
+    """Write ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous one); a file that
+    cannot be written (a full disk) gets a notice, and the fit goes on."""
     partial = path.with_name(path.name + ".tmp")
-    torch.save(asdict(checkpoint), partial)
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(asdict(checkpoint), partial)
+        os.replace(partial, path)
+    except (OSError, RuntimeError) as error:  # torch.save reports a failed write as a RuntimeError
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        notify(f"could not save the checkpoint {path} ({error}); the fit goes on without it")
 
 
 def load_checkpoint(path: Optional[Path], settings: str, notify: Callable[[str], None]) -> Optional[FitCheckpoint]:

@@ -287,8 +287,9 @@ def fit_image(
 
     def save(iteration: int) -> float:
         seconds = seconds_before + time.perf_counter() - start
-        save_checkpoint(checkpoint, model_checkpoint(model, optimizer, generator, iteration, seconds, settings,
-                                                     mse_history, search_records, filter_lrs, resumed))  # fmt: skip
+        state = model_checkpoint(model, optimizer, generator, iteration, seconds, settings, mse_history,
+                                 search_records, filter_lrs, resumed)  # fmt: skip
+        save_checkpoint(checkpoint, state, notify)
         return time.monotonic()
 
     bar, task = psnr_progress(progress, config.iters, f"{name} {config.network.method}")

@@ -104,3 +104,18 @@ def test_rff_image_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path)
     assert metrics["resumed_at"] == [5] and metrics["iters"] == 15
     assert any(notice.startswith("resuming at iteration 5 of 15 from") for notice in notices)
     assert (out / "metrics.json").is_file() and not (out / CHECKPOINT_FILE).exists()
+
+
+def test_a_checkpoint_that_cannot_be_written_does_not_end_the_fit(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    notices = []
+    result = fit_image(
+        image(0),
+        CASES["mlp-rff"],
+        progress=False,
+        notify=notices.append,
+        stop_at=0.0,
+        checkpoint=tmp_path / "a-file" / CHECKPOINT_FILE,
+    )  # its folder cannot be made: a file is there
+    assert result.metrics["iters"] == 5 and "stopped" in result.metrics
+    assert len(notices) == 1 and "could not save the checkpoint" in notices[0] and "goes on" in notices[0]
