@@ -41,7 +41,7 @@ from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
-from rff_field.image.checkpoint import CHECKPOINT_FILE, fit_settings, resume_iteration
+from rff_field.image.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, fit_settings, resume_iteration
 from rff_field.image.data import UsageError, downsample, load_image
 from rff_field.image.fit import IMAGE_METHODS, FitConfig, prepare_image, run_fit, write_fit_outputs
 from rff_field.image.plots import history_series
@@ -418,6 +418,12 @@ def checkpoint_path(config: BenchConfig, job: Job) -> Path:
     return config.out / PARTIAL_FOLDER / job.folder / CHECKPOINT_FILE
 
 
+def pending_status(config: BenchConfig, job: Job) -> str:
+    """``pending``, or where the checkpoint of a job that was stopped (or is running) stands: ``checkpoint at 5000``."""
+    iteration = checkpoint_iteration(checkpoint_path(config, job))
+    return f"checkpoint at {iteration}" if iteration else "pending"
+
+
 def job_batch_key(config: BenchConfig, job: Job) -> str:
     """Jobs with equal keys can be fitted together (:func:`rff_field.image.batched.batch_key`, and the iteration
     their checkpoints resume them at); a job whose method cannot be batched gets a key of its own."""
@@ -480,7 +486,7 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
         raise UsageError(f"--crops-image {config.crops_image} is not one of the images: {', '.join(subjects)}")
     config.jobs.check(jobs)
     if config.jobs.list_jobs:
-        print_jobs(jobs, config.out)
+        print_jobs(jobs, config.out, partial(pending_status, config))
         return None
     resolve_device(config.fit.device)
     if config.summarize_only:

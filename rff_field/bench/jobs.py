@@ -97,10 +97,11 @@ def selected(jobs: Sequence[Job], options: JobOptions) -> list[Job]:
     return [job for job in jobs if job.index % count == shard]
 
 
-def print_jobs(jobs: Sequence[Job], out: Path) -> None:
-    """The job list: index, status, iterations, folder."""
+def print_jobs(jobs: Sequence[Job], out: Path, pending_status: Optional[Callable[[Job], str]] = None) -> None:
+    """The job list: index, status, iterations, folder (``pending_status``: the status of an unfinished job, e.g.
+    where its checkpoint stands; default ``pending``)."""
     for job in jobs:
-        status = "done" if is_finished(out, job) else "pending"
+        status = "done" if is_finished(out, job) else pending_status(job) if pending_status else "pending"
         print(f"{job.index}\t{status}\t{job.iters if job.iters is not None else '-'}\t{job.folder}")
 
 

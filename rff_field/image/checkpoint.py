@@ -76,9 +76,11 @@ def save_checkpoint(path: Path, checkpoint: FitCheckpoint, notify: Callable[[str
         notify(f"could not save the checkpoint {path} ({error}); the fit goes on without it")
 
 
-def load_checkpoint(path: Optional[Path], settings: str, notify: Callable[[str], None]) -> Optional[FitCheckpoint]:
-    """The checkpoint at ``path`` if it was written with ``settings``; None (with a notice when a file is there but
-    cannot be resumed) otherwise."""
+def load_checkpoint(
+    path: Optional[Path], settings: Optional[str], notify: Callable[[str], None]
+) -> Optional[FitCheckpoint]:
+    """The checkpoint at ``path`` if it was written with ``settings`` (None: any); None (with a notice when a file is
+    there but cannot be resumed) otherwise."""
     if path is None or not path.is_file():
         return None
     try:
@@ -86,10 +88,16 @@ def load_checkpoint(path: Optional[Path], settings: str, notify: Callable[[str],
     except Exception as error:  # a file of another version or a damaged one: start over rather than fail
         notify(f"{path} cannot be read ({type(error).__name__}); this fit starts from the first iteration")
         return None
-    if checkpoint.settings != settings:
+    if settings is not None and checkpoint.settings != settings:
         notify(f"{path} was written by a fit with other settings; this fit starts from the first iteration")
         return None
     return checkpoint
+
+
+def checkpoint_iteration(path: Path) -> Optional[int]:
+    """The iteration of the checkpoint at ``path`` whatever its settings (None: no checkpoint that can be read)."""
+    checkpoint = load_checkpoint(path, None, notify=lambda message: None)
+    return checkpoint.iteration if checkpoint is not None else None
 
 
 def resume_iteration(path: Path, settings: str) -> int:

@@ -8,12 +8,14 @@ order, the schedule, the filter's rate) would change them.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import imageio.v3 as iio
 import numpy as np
 import torch
 
 from rff_field.bench.image import _check_out, build_jobs, checkpoint_path, job_batch_key, job_config, run_bench
+from rff_field.bench.jobs import JobOptions
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, fit_images
 from rff_field.image.checkpoint import CHECKPOINT_FILE, load_checkpoint
@@ -74,7 +76,7 @@ def test_a_checkpoint_of_other_settings_or_another_image_is_not_resumed(tmp_path
     assert "cannot be read" in notices[-1]
 
 
-def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder, tmp_path):  # noqa: F811
+def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder, tmp_path, capsys):  # noqa: F811
     bench = tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe", "filtered-pe"), sweep_names=(),
                        long_names=())  # fmt: skip
     bench.fit.iters, bench.fit.log_every = 10, 4
@@ -86,6 +88,12 @@ def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder
     key = job_batch_key(bench, first)
     fit_images([ImageJob(loaded.pixels, fit, loaded.name)], stop_at=0.0, checkpoints=[checkpoint_path(bench, first)])
     assert job_batch_key(bench, first) != key  # it no longer shares a batch with jobs starting at iteration 0
+    capsys.readouterr()
+    run_bench(replace(bench, jobs=JobOptions(list_jobs=True)))
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "0\tcheckpoint at 4\t10\truns/one/mlp-pe",
+        "1\tpending\t10\truns/two/mlp-pe",
+    ]
     run_bench(bench, notify=lambda message: None)
     metrics = json.loads((bench.out / first.folder / "metrics.json").read_text())
     assert metrics["resumed_at"] == [4] and metrics["iters"] == 10
