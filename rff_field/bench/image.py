@@ -414,7 +414,7 @@ PARTIAL_FOLDER = "partial"
 
 
 def checkpoint_path(config: BenchConfig, job: Job) -> Path:
-    """Where ``job`` keeps its checkpoint until it finishes (None of it is read with ``--overwrite``)."""
+    """Where ``job`` keeps its checkpoint until it finishes (with ``--overwrite`` it is removed, not resumed)."""
     return config.out / PARTIAL_FOLDER / job.folder / CHECKPOINT_FILE
 
 
