@@ -41,7 +41,7 @@ from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
-from rff_field.image.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, fit_settings, resume_iteration
+from rff_field.image.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, fit_settings
 from rff_field.image.data import UsageError, downsample, load_image
 from rff_field.image.fit import IMAGE_METHODS, FitConfig, prepare_image, run_fit, write_fit_outputs
 from rff_field.image.plots import history_series
@@ -433,7 +433,7 @@ def job_batch_key(config: BenchConfig, job: Job) -> str:
         return f"job {job.index}"
     resume = 0
     if not config.jobs.overwrite:
-        resume = resume_iteration(checkpoint_path(config, job), fit_settings(fit, image.name, image.pixels.shape))
+        resume = checkpoint_iteration(checkpoint_path(config, job), fit_settings(fit, image.name, image.pixels.shape))
     return f"{batch_key(fit, image.pixels.shape)} from {resume}"
 
 

@@ -53,8 +53,7 @@ from rff_field.image.checkpoint import (
     fit_settings,
     load_checkpoint,
     model_checkpoint,
-    restore_curves,
-    restore_model,
+    restore_fit,
     save_checkpoint,
     set_schedule,
 )
@@ -239,9 +238,8 @@ def fit_images(
     for k, checkpoint in enumerate(saved):
         if checkpoint is None:
             continue
-        restore_model(checkpoint, models[k], optimizer, generators[k])
-        restore_curves(checkpoint, k, mse_history, records if search is not None else None, filter_lrs)
-        guards[k].resume(first_iteration, mse_history[0, k].clone())
+        restore_fit(checkpoint, models[k], optimizer, generators[k], guards[k], k, mse_history,
+                    records if search is not None else None, filter_lrs)  # fmt: skip
         seconds_before, resumed = checkpoint.seconds, [*checkpoint.resumed, first_iteration]
     if first_iteration:
         set_schedule(scheduler, first_iteration)

@@ -19,6 +19,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from rff_field.core.divergence import LastFiniteState
+
 if TYPE_CHECKING:
     from rff_field.image.fit import FitConfig
 
@@ -94,14 +96,9 @@ def load_checkpoint(
     return checkpoint
 
 
-def checkpoint_iteration(path: Path) -> Optional[int]:
-    """The iteration of the checkpoint at ``path`` whatever its settings (None: no checkpoint that can be read)."""
-    checkpoint = load_checkpoint(path, None, notify=lambda message: None)
-    return checkpoint.iteration if checkpoint is not None else None
-
-
-def resume_iteration(path: Path, settings: str) -> int:
-    """The iteration a fit with ``settings`` resumes at from ``path`` (0: from the start)."""
+def checkpoint_iteration(path: Path, settings: Optional[str] = None) -> int:
+    """The iteration of the checkpoint at ``path`` (written with ``settings``, when given): where a fit resumes, 0
+    without one."""
     checkpoint = load_checkpoint(path, settings, notify=lambda message: None)
     return checkpoint.iteration if checkpoint is not None else 0
 
@@ -139,10 +136,20 @@ def model_checkpoint(
 
 
 @torch.no_grad()
-def restore_model(
-    checkpoint: FitCheckpoint, model: nn.Module, optimizer: Optimizer, generator: torch.Generator
+def restore_fit(
+    checkpoint: FitCheckpoint,
+    model: nn.Module,
+    optimizer: Optimizer,
+    generator: torch.Generator,
+    guard: LastFiniteState,
+    index: Optional[int],
+    mse: Tensor,
+    records: Optional[Tensor],
+    filter_lrs: list[float],
 ) -> None:
-    """Put ``model``, its Adam state and ``generator`` back to the checkpoint's."""
+    """Put a fit back to the checkpoint's state: ``model``, its Adam state, ``generator``, its divergence ``guard``,
+    and its curves: ``mse`` (and ``records``) of shape ``[iters]`` (``[iters, 4]``), or for model ``index`` of a
+    batch ``[iters, K]`` (``[iters, K, 4]``), and ``filter_lrs``."""
     model.load_state_dict(checkpoint.model)
     on_device = {
         id(p): bool(g.get("capturable") or g.get("fused")) for g in optimizer.param_groups for p in g["params"]
@@ -155,19 +162,13 @@ def restore_model(
             state["step"] = state["step"].cpu()
         optimizer.state[parameter] = state
     generator.set_state(checkpoint.generator)
-
-
-def restore_curves(
-    saved: FitCheckpoint, model: int, mse: Tensor, records: Optional[Tensor], filter_lrs: list[float]
-) -> None:
-    """Copy a checkpoint's curves into a fit's: ``mse`` (and ``records``) of shape ``[iters]`` (``[iters, 4]``), or
-    ``[iters, K]`` (``[iters, K, 4]``) for the batch's ``model`` k."""
-    done = saved.iteration
-    target = mse[:done] if mse.dim() == 1 else mse[:done, model]
-    target.copy_(saved.mse)
-    if records is not None and saved.records is not None:
-        (records[:done] if records.dim() == 2 else records[:done, model]).copy_(saved.records)
-    filter_lrs[:done] = saved.filter_lrs
+    done = checkpoint.iteration
+    mse, records = (mse, records) if index is None else (mse[:, index], None if records is None else records[:, index])
+    mse[:done] = checkpoint.mse
+    if records is not None and checkpoint.records is not None:
+        records[:done] = checkpoint.records
+    filter_lrs[:done] = checkpoint.filter_lrs
+    guard.resume(done, mse[0].clone())
 
 
 def set_schedule(scheduler: LambdaLR, iteration: int) -> None:

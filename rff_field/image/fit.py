@@ -41,8 +41,7 @@ from rff_field.image.checkpoint import (
     fit_settings,
     load_checkpoint,
     model_checkpoint,
-    restore_curves,
-    restore_model,
+    restore_fit,
     save_checkpoint,
     set_schedule,
 )
@@ -278,11 +277,9 @@ def fit_image(
     saved = load_checkpoint(checkpoint, settings, notify)
     first_iteration, seconds_before, resumed = 0, 0.0, []
     if saved is not None:
-        restore_model(saved, model, optimizer, generator)
+        restore_fit(saved, model, optimizer, generator, guard, None, mse_history, search_records, filter_lrs)
         set_schedule(scheduler, saved.iteration)
         first_iteration, seconds_before, resumed = saved.iteration, saved.seconds, [*saved.resumed, saved.iteration]
-        restore_curves(saved, 0, mse_history, search_records, filter_lrs)
-        guard.resume(first_iteration, mse_history[0].clone())
         notify(f"resuming at iteration {first_iteration} of {config.iters} from {checkpoint} (delete it to start over)")
 
     def save(iteration: int) -> float:
