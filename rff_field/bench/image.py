@@ -34,6 +34,7 @@ import numpy as np
 from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_batches, run_jobs, selected
 from rff_field.bench.variants import Variant, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
+from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
@@ -41,7 +42,7 @@ from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
-from rff_field.image.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, fit_settings
+from rff_field.image.checkpoint import FitCheckpoint, fit_settings
 from rff_field.image.data import UsageError, downsample, load_image
 from rff_field.image.fit import IMAGE_METHODS, FitConfig, prepare_image, run_fit, write_fit_outputs
 from rff_field.image.plots import history_series
@@ -420,7 +421,7 @@ def checkpoint_path(config: BenchConfig, job: Job) -> Path:
 
 def pending_status(config: BenchConfig, job: Job) -> str:
     """``pending``, or where the checkpoint of a job that was stopped (or is running) stands: ``checkpoint at 5000``."""
-    iteration = checkpoint_iteration(checkpoint_path(config, job))
+    iteration = checkpoint_iteration(checkpoint_path(config, job), FitCheckpoint)
     return f"checkpoint at {iteration}" if iteration else "pending"
 
 
@@ -433,7 +434,9 @@ def job_batch_key(config: BenchConfig, job: Job) -> str:
         return f"job {job.index}"
     resume = 0
     if not config.jobs.overwrite:
-        resume = checkpoint_iteration(checkpoint_path(config, job), fit_settings(fit, image.name, image.pixels.shape))
+        resume = checkpoint_iteration(
+            checkpoint_path(config, job), FitCheckpoint, fit_settings(fit, image.name, image.pixels.shape)
+        )
     return f"{batch_key(fit, image.pixels.shape)} from {resume}"
 
 

@@ -40,6 +40,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
+from rff_field.common.checkpoint import CHECKPOINT_EVERY_S, load_checkpoint, save_checkpoint, set_schedule
 from rff_field.common.machine import resolve_device
 from rff_field.common.precision import at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
@@ -48,15 +49,7 @@ from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import group_slopes, rate_dtype, step_size_by_rule, tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP
-from rff_field.image.checkpoint import (
-    CHECKPOINT_EVERY_S,
-    fit_settings,
-    load_checkpoint,
-    model_checkpoint,
-    restore_fit,
-    save_checkpoint,
-    set_schedule,
-)
+from rff_field.image.checkpoint import FitCheckpoint, fit_settings, model_checkpoint, restore_fit
 from rff_field.image.data import pixel_coordinates
 from rff_field.image.fit import (
     FitConfig,
@@ -230,7 +223,9 @@ def fit_images(
     diverged: list[Optional[TrainingDiverged]] = [None] * count
 
     settings = [fit_settings(job.config, job.name, job.pixels.shape) for job in jobs]
-    saved = [load_checkpoint(path, job_settings, notify) for path, job_settings in zip(checkpoints, settings)]
+    saved = [
+        load_checkpoint(path, FitCheckpoint, job_settings, notify) for path, job_settings in zip(checkpoints, settings)
+    ]
     starts = {checkpoint.iteration if checkpoint is not None else 0 for checkpoint in saved}
     if len(starts) > 1:
         raise ValueError(f"the jobs' checkpoints resume them at different iterations ({sorted(starts)})")

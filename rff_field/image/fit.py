@@ -24,6 +24,13 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from rff_field.common.checkpoint import (
+    CHECKPOINT_EVERY_S,
+    CHECKPOINT_FILE,
+    load_checkpoint,
+    save_checkpoint,
+    set_schedule,
+)
 from rff_field.common.cuda_graph import GraphedStep
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
@@ -35,16 +42,7 @@ from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
-from rff_field.image.checkpoint import (
-    CHECKPOINT_EVERY_S,
-    CHECKPOINT_FILE,
-    fit_settings,
-    load_checkpoint,
-    model_checkpoint,
-    restore_fit,
-    save_checkpoint,
-    set_schedule,
-)
+from rff_field.image.checkpoint import FitCheckpoint, fit_settings, model_checkpoint, restore_fit
 from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
 from rff_field.image.metrics import image_metrics, psnr_from_mse
 from rff_field.image.plots import pyplot
@@ -274,7 +272,7 @@ def fit_image(
 
     checkpoint = checkpoint if progressive is None else None
     settings = fit_settings(config, name, pixels.shape)
-    saved = load_checkpoint(checkpoint, settings, notify)
+    saved = load_checkpoint(checkpoint, FitCheckpoint, settings, notify)
     first_iteration, seconds_before, resumed = 0, 0.0, []
     if saved is not None:
         restore_fit(saved, model, optimizer, generator, guard, None, mse_history, search_records, filter_lrs)

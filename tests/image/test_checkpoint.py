@@ -16,9 +16,10 @@ import torch
 
 from rff_field.bench.image import _check_out, build_jobs, checkpoint_path, job_batch_key, job_config, run_bench
 from rff_field.bench.jobs import JobOptions
+from rff_field.common.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, fit_images
-from rff_field.image.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from rff_field.image.checkpoint import FitCheckpoint
 from rff_field.image.fit import fit_image, prepare_image, run_fit
 from tests.bench.test_image import image_folder, tiny_bench  # noqa: F401 (a fixture)
 from tests.image.test_batched import config, image
@@ -69,8 +70,8 @@ def test_a_checkpoint_of_other_settings_or_another_image_is_not_resumed(tmp_path
     for other_image, other_fit in ((image(0), config("mlp-rff", iters=16)), (image(0, size=13), fit)):
         result = fit_image(other_image, other_fit, progress=False, notify=notices.append, checkpoint=tmp_path / "c")
         assert "resumed_at" not in result.metrics
-    assert load_checkpoint(path, "other settings", notices.append) is None
-    assert notices == [f"{path} was written by a fit with other settings; this fit starts from the first iteration"]
+    assert load_checkpoint(path, FitCheckpoint, "other settings", notices.append) is None
+    assert notices == [f"{path} was written by a fit with other settings; this fit starts from the first step"]
     path.write_bytes(b"not a checkpoint")
     assert fit_image(image(0), fit, progress=False, notify=notices.append, checkpoint=path).metrics["iters"] == 15
     assert "cannot be read" in notices[-1]

@@ -1,0 +1,113 @@
+"""Checkpoints of a fit that stops before its last step: written atomically, read back only by a fit with the same
+settings, and the optimizer and schedule put back where they stood.
+
+Each application keeps its own checkpoint dataclass (what its fit needs to go on); this module saves, loads and
+restores the parts they share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+import torch
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+
+CHECKPOINT_FILE = "checkpoint.pt"
+"""The checkpoint's name in a fit's folder."""
+CHECKPOINT_EVERY_S = 300.0
+"""Seconds between checkpoints of a running fit (besides the one written when it stops at its time budget)."""
+
+Checkpoint = TypeVar("Checkpoint")
+
+
+def settings_key(*parts: Any) -> str:
+    """What a checkpoint must have been written with to be resumed, as one string (``parts``: plain data)."""
+    return json.dumps(list(parts), sort_keys=True, default=str)
+
+
+def save_checkpoint(path: Path, checkpoint: Any, notify: Callable[[str], None]) -> None:
+    """Write the dataclass ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous
+    one); a file that cannot be written (a full disk) gets a notice, and the fit goes on."""
+    partial = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(asdict(checkpoint), partial)
+        os.replace(partial, path)
+    except (OSError, RuntimeError) as error:  # torch.save reports a failed write as a RuntimeError
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        notify(f"could not save the checkpoint {path} ({error}); the fit goes on without it")
+
+
+def load_checkpoint(
+    path: Optional[Path], kind: type[Checkpoint], settings: Optional[str], notify: Callable[[str], None]
+) -> Optional[Checkpoint]:
+    """The checkpoint (a ``kind``) at ``path`` if it was written with ``settings`` (None: any); None (with a notice
+    when a file is there but cannot be resumed) otherwise."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        checkpoint = kind(**torch.load(path, map_location="cpu", weights_only=True))
+    except Exception as error:  # a file of another version or a damaged one: start over rather than fail
+        notify(f"{path} cannot be read ({type(error).__name__}); this fit starts from the first step")
+        return None
+    if settings is not None and checkpoint.settings != settings:
+        notify(f"{path} was written by a fit with other settings; this fit starts from the first step")
+        return None
+    return checkpoint
+
+
+def checkpoint_iteration(path: Path, kind: type, settings: Optional[str] = None) -> int:
+    """The iteration of the checkpoint at ``path`` (written with ``settings``, when given): where a fit resumes, 0
+    without one."""
+    checkpoint = load_checkpoint(path, kind, settings, notify=lambda message: None)
+    return checkpoint.iteration if checkpoint is not None else 0
+
+
+def adam_state(model: nn.Module, optimizer: Optimizer) -> dict[str, dict[str, Tensor]]:
+    """Adam's state of ``model``'s parameters (``optimizer`` may train other models too), by name, on the CPU."""
+    state = {}
+    for name, parameter in model.named_parameters():
+        if optimizer.state.get(parameter):
+            state[name] = {key: value.detach().cpu().clone() for key, value in optimizer.state[parameter].items()}
+    return state
+
+
+def model_state(model: nn.Module) -> dict[str, Tensor]:
+    """``model``'s ``state_dict``, copied to the CPU."""
+    return {key: value.detach().cpu().clone() for key, value in model.state_dict().items()}
+
+
+@torch.no_grad()
+def restore_model(model: nn.Module, optimizer: Optimizer, weights: dict[str, Tensor], adam: dict) -> None:
+    """Put ``model`` and its Adam state (from :func:`adam_state`) back; Adam keeps its step count on the CPU unless
+    the group is capturable or fused."""
+    model.load_state_dict(weights)
+    on_device = {
+        id(p): bool(g.get("capturable") or g.get("fused")) for g in optimizer.param_groups for p in g["params"]
+    }
+    for name, parameter in model.named_parameters():
+        if name not in adam:
+            continue
+        state = {key: value.to(parameter.device) for key, value in adam[name].items()}
+        if "step" in state and not on_device[id(parameter)]:
+            state["step"] = state["step"].cpu()
+        optimizer.state[parameter] = state
+
+
+def set_schedule(scheduler: LambdaLR, iteration: int) -> None:
+    """Move ``scheduler`` (and its optimizer's rates) to where it stands after ``iteration`` iterations."""
+    scheduler.last_epoch = iteration
+    for group, base, factor in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+        rate = base * factor(iteration)
+        if isinstance(group["lr"], Tensor):
+            group["lr"].fill_(rate)
+        else:
+            group["lr"] = rate
