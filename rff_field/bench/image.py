@@ -31,7 +31,15 @@ from typing import Annotated, Callable, Literal, Optional
 
 import numpy as np
 
-from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_batches, run_jobs, selected
+from rff_field.bench.jobs import (
+    Job,
+    ResumableJobOptions,
+    is_finished,
+    print_jobs,
+    run_batches,
+    run_jobs,
+    selected,
+)
 from rff_field.bench.variants import Variant, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
@@ -144,15 +152,6 @@ def match_size(config: NetworkConfig, target: int, channels: int, sidelength: in
 
 
 @dataclass
-class ImageJobOptions(JobOptions):
-    """:class:`JobOptions` whose time budget also stops a running batch of fits, which the next run resumes."""
-
-    budget_s: Optional[float] = None
-    """Start no batch after this many seconds, and stop a running one at its next progress update with a checkpoint
-    of each fit (finished jobs are kept; the same command goes on from there)."""
-
-
-@dataclass
 class BenchConfig:
     """A benchmark: variants x images with one protocol, the robustness sweep, and longer runs."""
 
@@ -194,7 +193,7 @@ class BenchConfig:
     """Image shown in the crops figure (default: the first image)."""
     summarize_only: bool = False
     """Run nothing; rebuild results.json, results.md and the figures from the finished jobs."""
-    jobs: Annotated[ImageJobOptions, Flat] = field(default_factory=ImageJobOptions)
+    jobs: Annotated[ResumableJobOptions, Flat] = field(default_factory=ResumableJobOptions)
     """Which jobs to run, and how."""
     engine: Literal["batched", "sequential", "auto"] = "batched"
     """``batched``: fit jobs that share a network shape, image size and settings together, as one batched

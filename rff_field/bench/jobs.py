@@ -73,6 +73,15 @@ class JobOptions:
             raise UsageError(f"--budget-s must be positive, got {self.budget_s}")
 
 
+@dataclass
+class ResumableJobOptions(JobOptions):
+    """:class:`JobOptions` whose time budget also stops running fits, which the next run resumes from checkpoints."""
+
+    budget_s: Optional[float] = None
+    """Start no job after this many seconds, and stop running fits at their next progress update with a checkpoint
+    (finished jobs are kept; rerun the command to go on from there)."""
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """``"I/N"`` -> (I, N), checked."""
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import time
 import zipfile
 from dataclasses import dataclass
 from functools import partial
@@ -21,10 +22,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from rff_field.bench.jobs import Job, JobOptions, is_finished, run_jobs, selected
+from rff_field.bench.jobs import Job, JobOptions, is_finished, run_batches, selected
 from rff_field.bench.variants import Variant, parse_variant, safe_label, set_options
+from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
 from rff_field.common.machine import machine_info
 from rff_field.core.errors import TrainingDiverged, UsageError
+from rff_field.sdf.checkpoint import SDFCheckpoint
 from rff_field.sdf.data import SamplePool
 from rff_field.sdf.fit import SDF_METHODS, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.metrics import Surface, shape_metrics
@@ -141,33 +144,60 @@ def run_sdf_jobs(
     """Run every method on every (name, pool path) shape into ``out/runs/<shape>/<label>/``.
 
     Finished runs (with a ``metrics.json``) are kept unless ``options.overwrite``; ``options`` also selects a
-    shard or one job, worker processes and a time budget. Returns the records of every finished run, in order.
+    shard or one job, worker processes and a time budget, at which running fits stop with a checkpoint that the
+    next run resumes. Returns the records of every finished run, in order.
     """
     jobs = sdf_jobs(shapes, methods)
     options.check(jobs)
-    run_one = partial(run_sdf_job, Path(out), network, train, output, progress)
-    report = run_jobs(selected(jobs, options), Path(out), run_one, options, total=len(jobs))
+    run_one = partial(run_sdf_job, Path(out), network, train, output, progress, options.overwrite)
+    key = lambda job: job.index  # noqa: E731  (one fit per batch)
+    report = run_batches(selected(jobs, options), Path(out), run_one, key, 1, options, total=len(jobs))
     if report.budget_reached:
         print(f"time budget of {options.budget_s:g} s reached; rerun with --resume to go on")
     return [json.loads((Path(out) / job.folder / "metrics.json").read_text()) for job in jobs if is_finished(out, job)]
 
 
 def run_sdf_job(
-    out: Path, network: SDFNetworkConfig, train: SDFTrainConfig, output: OutputConfig, progress: bool, job: Job
-) -> dict:
-    """Train, extract, measure and write one job of the benchmark."""
+    out: Path,
+    network: SDFNetworkConfig,
+    train: SDFTrainConfig,
+    output: OutputConfig,
+    progress: bool,
+    overwrite: bool,
+    batch: list[Job],
+    stop_at: Optional[float],
+) -> bool:
+    """Train, extract, measure and write one job of the benchmark (``batch`` holds it); False when ``stop_at``
+    stopped it first (it stays pending, with a checkpoint in its folder)."""
+    (job,) = batch
+    if stop_at is not None and time.monotonic() > stop_at:  # queued in a worker past the budget
+        return False
     arrays = load_pool_arrays(job.source)
     net_cfg, train_cfg = MethodSpec(job.variant).configs(network, train)
     pool = SamplePool(arrays, device=train_cfg.device, seed=train_cfg.seed)
     run_dir = out / job.folder
     run_dir.mkdir(parents=True, exist_ok=True)
+    if overwrite:
+        (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
     gt = GroundTruth.from_arrays(arrays, job.subject)
     extra = {"pool": str(job.source), "pool_size": len(pool)}
+    notify = lambda message: print(f"note: {job.folder}: {message}", flush=True)  # noqa: E731
     try:
-        return run_sdf(run_dir, gt, pool, net_cfg, train_cfg, output, job.variant.label, progress, extra)
+        record = run_sdf(run_dir, gt, pool, net_cfg, train_cfg, output, job.variant.label, progress, extra,
+                         stop_at=stop_at, notify=notify)  # fmt: skip
     except TrainingDiverged as err:  # its outputs are written and marked: the benchmark goes on
-        print(f"note: {job.folder}: {err}")
-        return json.loads((run_dir / "metrics.json").read_text())
+        notify(str(err))
+        return True
+    if "stopped" in record:
+        notify(f"{record['stopped']}; it stays pending, with a checkpoint that --resume goes on from")
+        return False
+    return True
+
+
+def job_status(out: Path, job: Job) -> str:
+    """``pending``, or where the checkpoint of a job that was stopped (or is running) stands."""
+    iteration = checkpoint_iteration(Path(out) / job.folder / CHECKPOINT_FILE, SDFCheckpoint)
+    return f"checkpoint at {iteration}" if iteration else "pending"
 
 
 def reevaluate(out: Path, output: OutputConfig, force: bool = False) -> list[dict]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Optional, Union
 
 import tyro
 
-from rff_field.bench.jobs import JobOptions
+from rff_field.bench.jobs import ResumableJobOptions, print_jobs
 from rff_field.cli.common import LINE_SEARCH_FLAGS, parse_command, run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
@@ -128,7 +129,7 @@ class Bench:
     floor: bool = False
     """Also mesh each shape's exact SDF at --resolution and measure it (row exact-sdf): the best score a network
     can reach with this marching-cubes grid."""
-    jobs: Annotated[JobOptions, Flat] = field(default_factory=JobOptions)
+    jobs: Annotated[ResumableJobOptions, Flat] = field(default_factory=ResumableJobOptions)
     """Which runs to do, and how (--overwrite: write into a non-empty --out and rerun finished runs)."""
 
     def main(self) -> dict:
@@ -196,7 +197,11 @@ class Bench:
             missing = [str(mesh) for mesh in self.meshes if not Path(mesh).is_file()]
             if missing:
                 raise UsageError(f"no mesh file {', '.join(missing)}; give existing mesh files to --meshes")
-            self.jobs.check(sdf_bench.sdf_jobs([(name, Path(name)) for name in names], specs))
+            jobs = sdf_bench.sdf_jobs([(name, Path(name)) for name in names], specs)
+            self.jobs.check(jobs)
+            if self.jobs.list_jobs:
+                print_jobs(jobs, out, partial(sdf_bench.job_status, out))
+                return {"records": [], "written": {}}
             check_writable_folder(out, "--out")
             if out.is_dir() and any(out.iterdir()):
                 if not (out / "runs").is_dir() and not (out / "pools").is_dir():
@@ -224,6 +229,8 @@ class Bench:
                     )
                 shapes.append((name, pool_path))
             records = sdf_bench.run_sdf_jobs(out, shapes, specs, network, self.train, self.output, self.jobs)
+            if self.jobs.job is not None:
+                return {"records": records, "written": {}}
         if self.floor:
             done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
             pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}

@@ -353,6 +353,14 @@ class MeshSDF:
         sdf = self.signed_distance(points)
         return SDFBatch(torch.from_numpy(points), torch.from_numpy(sdf), num_coarse)
 
+    def state(self) -> dict:
+        """Where the sampling stands (for a checkpoint)."""
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state(self, state: dict) -> None:
+        """Go on sampling from a :meth:`state`."""
+        self.rng.bit_generator.state = state["rng"]
+
     def surface_samples(self, n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``n`` surface points and normals for evaluation (own seed, independent of training)."""
         return sample_surface(self.vertices, self.triangles, n, np.random.default_rng(seed))
@@ -423,6 +431,20 @@ class SamplePool:
             needed -= stop - start
         idx = torch.cat(chunks)
         return points[idx], sdf[idx]
+
+    def state(self) -> dict:
+        """Where the sampling stands (for a checkpoint)."""
+        return {
+            "generator": self._generator.get_state(),
+            "order": {which: order.cpu() for which, order in self._order.items()},
+            "cursor": dict(self._cursor),
+        }
+
+    def load_state(self, state: dict) -> None:
+        """Go on sampling from a :meth:`state`."""
+        self._generator.set_state(state["generator"])
+        self._order = {which: order.to(self.device) for which, order in state["order"].items()}
+        self._cursor = dict(state["cursor"])
 
     def sample(self, n: int) -> SDFBatch:
         """The next ``n`` samples: ``n // 2`` coarse, then fine."""

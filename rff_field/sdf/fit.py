@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Callable, Literal, Optional, Union
 
 import numpy as np
@@ -21,6 +22,15 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from rff_field.common.checkpoint import (
+    CHECKPOINT_EVERY_S,
+    adam_state,
+    load_checkpoint,
+    model_state,
+    restore_model,
+    save_checkpoint,
+    set_schedule,
+)
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
 from rff_field.common.options import Hidden
 from rff_field.core.divergence import LastFiniteState, divergence_hints
@@ -29,6 +39,7 @@ from rff_field.core.filter import split_filter_parameters
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.inr.bacon import Bacon, BaconSchedule, default_schedule
 from rff_field.inr.config import NetworkConfig, build_network, count_parameters
+from rff_field.sdf.checkpoint import SDFCheckpoint
 from rff_field.sdf.data import MeshSDF, SamplePool
 
 SDFMethod = Literal["mlp-pe", "mlp-rff", "siren", "gauss", "wire", "bacon", "filtered-pe", "filtered-rff"]
@@ -215,6 +226,10 @@ class TrainResult:
     """When training diverged: the first step seen non-finite (the network is put back to step ``iters``)."""
     diverged: Optional[str] = None
     """When training diverged: what went non-finite, and what to try."""
+    stopped: Optional[str] = None
+    """When the time budget stopped training before its last step: how far it got (a checkpoint resumes it)."""
+    resumed_at: list[int] = field(default_factory=list)
+    """Steps at which this fit was resumed from a checkpoint."""
 
     @property
     def seconds_per_iter(self) -> float:
@@ -234,6 +249,10 @@ def train_sdf(
     method: str,
     config: SDFTrainConfig,
     on_step: Optional[Callable[[int, float, Optional[float]], None]] = None,
+    checkpoint: Optional[Path] = None,
+    settings: str = "",
+    stop_at: Optional[float] = None,
+    notify: Callable[[str], None] = print,
 ) -> TrainResult:
     """Fit ``network`` to the SDF that ``sampler`` draws from.
 
@@ -247,6 +266,12 @@ def train_sdf(
         method: The method's name (for its default learning rate).
         config: Optimisation settings.
         on_step: Called every ``config.log_every`` steps and after the last with (step, loss, filter rate).
+        checkpoint: A file to resume from (when it holds a checkpoint with ``settings``) and to save to every
+            ``CHECKPOINT_EVERY_S`` seconds and when training stops at ``stop_at``.
+        settings: What the checkpoint must have been written with (:func:`~rff_field.sdf.checkpoint.sdf_settings`).
+        stop_at: A ``time.monotonic()`` value; past it, training stops at the next check (every ``log_every``
+            steps), saves its checkpoint and marks the result ``stopped``.
+        notify: Receives one-line notices (resuming, a checkpoint that cannot be saved).
     """
     device = torch.device(config.device)
     network.to(device).train()
@@ -267,9 +292,38 @@ def train_sdf(
     hints = divergence_hints(lr, filter_lr if filter_params else None, config.line_search)
     guard = LastFiniteState(network, {"filter": filter_params, "INR": inr_params}, hints)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    rates_before: list[float] = []  # with the line search, the rates of the runs before a resume (it records its own)
+    saved = load_checkpoint(checkpoint, SDFCheckpoint, settings, notify)
+    first_step = saved.iteration if saved is not None else 0
+    before = (saved.seconds, saved.cpu_seconds, saved.sampling_seconds) if saved is not None else (0.0, 0.0, 0.0)
+    if saved is not None:
+        restore_model(network, optimizer, saved.model, saved.adam)
+        set_schedule(scheduler, first_step)
+        sampler.load_state(saved.sampler)
+        losses[:first_step] = torch.tensor(saved.loss, dtype=losses.dtype)
+        result.loss = list(saved.loss)
+        if search is not None:
+            rates_before = list(saved.filter_lrs)
+        else:
+            scheduled_rates = list(saved.filter_lrs)
+        result.resumed_at = [*saved.resumed, first_step]
+        guard.resume(first_step, losses[0].clone())
+        notify(f"resuming at step {first_step} of {config.iters} from {checkpoint} (delete it to start over)")
+
+    def save(steps: int) -> float:
+        elapsed = (time.perf_counter() - start, time.process_time() - cpu_start, result.sampling_seconds)
+        seconds, cpu_seconds, sampling_seconds = (b + e for b, e in zip(before, elapsed))
+        rates = rates_before + search.history if search is not None else scheduled_rates
+        snapshot = SDFCheckpoint(steps, seconds, cpu_seconds, sampling_seconds, settings, model_state(network),
+                                 adam_state(network, optimizer), sampler.state(), result.loss[:steps], rates[:steps],
+                                 result.resumed_at)  # fmt: skip
+        save_checkpoint(checkpoint, snapshot, notify)
+        return time.monotonic()
+
     start, cpu_start = time.perf_counter(), time.process_time()
+    saved_at = time.monotonic()
     try:
-        for step in range(config.iters):
+        for step in range(first_step, config.iters):
             t0 = time.perf_counter()
             batch = sampler.sample(config.points_per_step).to(device)
             result.sampling_seconds += time.perf_counter() - t0
@@ -295,16 +349,24 @@ def train_sdf(
                 if on_step is not None:
                     rate = (search.history if search is not None else scheduled_rates or [None])[-1]
                     on_step(step, result.loss[-1], rate)
+                if stop_at is not None and time.monotonic() > stop_at and step + 1 < config.iters:
+                    result.stopped = f"time budget reached after {step + 1} of {config.iters} steps"
+                    if checkpoint is not None:
+                        save(step + 1)
+                    break
+                if checkpoint is not None and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
+                    saved_at = save(step + 1)
     finally:
         if search is not None:
             search.remove()
     sync()
-    result.seconds = time.perf_counter() - start
-    result.cpu_seconds = time.process_time() - cpu_start
+    result.seconds = before[0] + time.perf_counter() - start
+    result.cpu_seconds = before[1] + time.process_time() - cpu_start
+    result.sampling_seconds += before[2]
     result.iters = guard.step if result.diverged is not None else len(result.loss)
     del result.loss[result.iters :]
     if filter_group is not None:
-        result.filter_lr = (search.history if search is not None else scheduled_rates)[: result.iters]
+        result.filter_lr = (rates_before + search.history if search is not None else scheduled_rates)[: result.iters]
     return result
 
 

@@ -11,16 +11,19 @@ import json
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
 
+from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
+from rff_field.sdf.checkpoint import sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
 from rff_field.sdf.fit import (
     Sampler,
@@ -106,9 +109,11 @@ OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "rende
 
 
 def check_out_dir(path: Path, overwrite: bool) -> None:
-    """Refuse a folder that cannot be written, or a non-empty one unless ``overwrite``."""
+    """Refuse a folder that cannot be written, or a non-empty one unless ``overwrite`` (a folder that holds only the
+    checkpoint of a fit that was killed is fine: the fit resumes from it)."""
     check_writable_folder(path, "--out")
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
+    others = [entry for entry in path.iterdir() if entry.name != CHECKPOINT_FILE] if path.is_dir() else []
+    if others and not overwrite:
         raise UsageError(f"{path} is not empty; choose another --out or pass --overwrite")
 
 
@@ -144,10 +149,15 @@ def run_sdf(
     label: Optional[str] = None,
     progress: bool = True,
     extra: Optional[dict] = None,
+    stop_at: Optional[float] = None,
+    notify: Callable[[str], None] = print,
 ) -> dict:
     """Train, extract, measure and write one fit into ``out`` (which must exist); returns the metrics.
 
     When training diverges, the outputs of the last finite state are written and :class:`TrainingDiverged` is raised.
+    The fit keeps a checkpoint in ``out`` while it trains (from which a killed run with the same settings resumes),
+    removed once the outputs are written. Past ``stop_at`` (a ``time.monotonic()`` value) training stops with its
+    checkpoint, nothing else is written, and the record returned holds only ``stopped``, ``iters`` and ``label``.
 
     Writes ``mesh.ply``, ``metrics.json``, ``history.npz`` (loss and filter rate per step), ``config.json``,
     ``render.png`` (with open3d) and ``model.pt`` (if ``output.save_model``).
@@ -158,13 +168,19 @@ def run_sdf(
     network = build_sdf_network(network_config, seed=train_config.seed)
     counts = parameter_counts(network)
 
+    checkpoint = out / CHECKPOINT_FILE
+    settings = sdf_settings(network_config, train_config, gt.name, sampler)
+    train = partial(train_sdf, network, sampler, method, train_config, checkpoint=checkpoint, settings=settings,
+                    stop_at=stop_at, notify=notify)  # fmt: skip
     if progress:
         from rff_field.common.progress import training_progress
 
         with training_progress(train_config.iters, f"{gt.name} {label}") as on_step:
-            result = train_sdf(network, sampler, method, train_config, on_step=on_step)
+            result = train(on_step=on_step)
     else:
-        result = train_sdf(network, sampler, method, train_config)
+        result = train()
+    if result.stopped is not None:
+        return {"stopped": result.stopped, "iters": result.iters, "label": label}
 
     t0 = time.perf_counter()
     vertices, triangles = extract_mesh(network, output.resolution, train_config.device, output.grid_batch)
@@ -212,6 +228,7 @@ def run_sdf(
         ),
         "diverged_at": result.diverged_at,
         "diverged": result.diverged,
+        "resumed_at": result.resumed_at or None,
         "mesh_vertices": int(len(vertices)),
         "mesh_triangles": int(len(triangles)),
         "mesh_closed": bool(is_closed(triangles)),
@@ -249,6 +266,7 @@ def run_sdf(
             f"{gt.name} · {label} · {result.iters} steps · Chamfer {cd:.3g}" if cd is not None else label,
         )
     write_json(out / "metrics.json", record, indent=2)  # last: its presence marks the run as finished
+    checkpoint.unlink(missing_ok=True)
     if result.diverged is not None:
         raise TrainingDiverged(f"{result.diverged}; its outputs are in {out}, marked diverged in metrics.json")
     return record

@@ -1,0 +1,130 @@
+"""An SDF fit stopped at its time budget and resumed from its checkpoint takes the very steps of an uninterrupted fit.
+
+Both runs execute the same operations on the same values in one process, so their losses, rates and weights are
+equal to the last bit on any CPU; a checkpoint that missed any part of the state (Adam's moments and AMSGrad's
+maxima, the sampler's position, the schedule, the filter's rate) would change them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rff_field.bench import sdf as sdf_bench
+from rff_field.cli import sdf as cli
+from rff_field.common.checkpoint import CHECKPOINT_FILE
+from rff_field.core.optim import LineSearchConfig
+from rff_field.sdf.checkpoint import sdf_settings
+from rff_field.sdf.data import MeshSDF, SamplePool, build_pool, load_shape
+from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_network, train_sdf
+from rff_field.sdf.run import GroundTruth, OutputConfig, run_sdf
+from tests.sdf.test_cli import TINY
+
+NETWORK = dict(hidden_features=32, hidden_layers=2, pe_frequencies=6, rff_frequencies=18, bacon_max_frequency=32.0)
+TRAIN = dict(iters=15, points_per_step=400, log_every=5)
+CASES = {
+    "filtered-pe, line search": ("filtered-pe", dict(line_search=LineSearchConfig(lr_max=1e-2))),
+    "filtered-pe, scheduled filter rate": ("filtered-pe", dict(line_search=LineSearchConfig(enabled=False))),
+    "bacon, several outputs": ("bacon", {}),
+}
+
+
+@pytest.fixture(scope="module")
+def shape():
+    return load_shape(None)[1]  # the generated bumpy sphere
+
+
+@pytest.fixture(scope="module")
+def pool_arrays(shape):
+    return build_pool(MeshSDF(shape, seed=0), 8000, "generated", surface_samples=2000)
+
+
+def fit(method, train, sampler, **kwargs):
+    network_config = SDFNetworkConfig(method=method, **NETWORK)
+    network = build_sdf_network(network_config, seed=0)
+    settings = sdf_settings(network_config, train, "generated", sampler)
+    return network, train_sdf(network, sampler, method, train, settings=settings, notify=lambda m: None, **kwargs)
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["pool", "fresh samples"])
+def test_a_stopped_sdf_fit_resumes_where_it_stopped(tmp_path, pool_arrays, shape, fresh):
+    def sampler():
+        return MeshSDF(shape, seed=0) if fresh else SamplePool(pool_arrays, seed=0)
+
+    for name, (method, options) in CASES.items():
+        train = SDFTrainConfig(**TRAIN, **options)
+        path = tmp_path / name / CHECKPOINT_FILE
+        _, stopped = fit(method, train, sampler(), checkpoint=path, stop_at=0.0)  # stops after step 5
+        assert stopped.iters == 5 and stopped.stopped and path.is_file(), name
+        _, again = fit(method, train, sampler(), checkpoint=path, stop_at=0.0)  # 5 more, then stops
+        assert again.iters == 10 and again.resumed_at == [5], name
+        network, resumed = fit(method, train, sampler(), checkpoint=path)
+        assert resumed.iters == 15 and resumed.resumed_at == [5, 10] and resumed.stopped is None, name
+        reference, uninterrupted = fit(method, train, sampler())
+        assert resumed.loss == uninterrupted.loss, name
+        assert resumed.filter_lr == uninterrupted.filter_lr, name
+        for key, value in reference.state_dict().items():
+            assert torch.equal(network.state_dict()[key], value), (name, key)
+
+
+def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, pool_arrays):
+    path = tmp_path / CHECKPOINT_FILE
+    fit("mlp-pe", SDFTrainConfig(**TRAIN), SamplePool(pool_arrays, seed=0), checkpoint=path, stop_at=0.0)
+    notices = []
+    network_config = SDFNetworkConfig(method="mlp-pe", **NETWORK)
+    longer = SDFTrainConfig(**TRAIN | dict(iters=16))
+    sampler = SamplePool(pool_arrays, seed=0)
+    settings = sdf_settings(network_config, longer, "generated", sampler)
+    result = train_sdf(build_sdf_network(network_config), sampler, "mlp-pe", longer, checkpoint=path,
+                       settings=settings, notify=notices.append)  # fmt: skip
+    assert result.iters == 16 and result.resumed_at == []
+    assert notices == [f"{path} was written by a fit with other settings; this fit starts from the first step"]
+
+
+def test_rff_sdf_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path, capsys):
+    out = tmp_path / "fit"
+    args = ["fit", "--out", str(out), "--method", "filtered-pe", "--iters", "10", "--log-every", "4", *TINY]
+    # what a run killed after its first checkpoint leaves behind: only the checkpoint
+    network_config = SDFNetworkConfig(method="filtered-pe", **NETWORK)
+    train = SDFTrainConfig(iters=10, points_per_step=400, log_every=4)
+    sampler = MeshSDF(load_shape(None)[1], seed=0)
+    train_sdf(build_sdf_network(network_config), sampler, "filtered-pe", train, checkpoint=out / CHECKPOINT_FILE,
+              settings=sdf_settings(network_config, train, "generated", sampler), stop_at=0.0)  # fmt: skip
+    assert sorted(path.name for path in out.iterdir()) == [CHECKPOINT_FILE]
+    record = cli.main(args)
+    assert record["resumed_at"] == [4] and record["iters"] == 10
+    assert "resuming at step 4 of 10 from" in capsys.readouterr().out
+    assert (out / "metrics.json").is_file() and not (out / CHECKPOINT_FILE).exists()
+
+
+def test_the_bench_lists_stops_and_resumes_a_job(tmp_path, capsys, pool_arrays):
+    out = tmp_path / "bench"
+    args = ["bench", "--out", str(out), "--iters", "10", "--log-every", "4", "--methods", "mlp-pe", "filtered-pe",
+            *TINY]  # fmt: skip
+    cli.main([*args, "--list-jobs"])  # lists the jobs and runs none
+    assert capsys.readouterr().out.splitlines() == ["0\tpending\t-\truns/generated/mlp-pe",
+                                                    "1\tpending\t-\truns/generated/filtered-pe"]  # fmt: skip
+    assert not out.exists()
+    # a job stopped by the budget, as the bench's run would leave it
+    pool = out / "pools" / "generated.npz"
+    pool.parent.mkdir(parents=True)
+    arrays = build_pool(MeshSDF(load_shape(None)[1], seed=0), 4000, "generated", surface_samples=2000)
+    np.savez(pool, **arrays)
+    jobs = sdf_bench.sdf_jobs([("generated", pool)], [sdf_bench.parse_method("filtered-pe")])
+    (out / jobs[0].folder).mkdir(parents=True)
+    network, train = SDFNetworkConfig(**NETWORK), SDFTrainConfig(iters=10, points_per_step=400, log_every=4)
+    record = run_sdf(out / jobs[0].folder, GroundTruth.from_arrays(arrays, "generated"), SamplePool(arrays), network,
+                     train, OutputConfig(), progress=False, stop_at=0.0)  # fmt: skip
+    assert record == {"stopped": "time budget reached after 4 of 10 steps", "iters": 4, "label": "filtered-pe"}
+    assert not (out / jobs[0].folder / "metrics.json").exists()
+    capsys.readouterr()
+    cli.main([*args, "--list-jobs"])
+    assert capsys.readouterr().out.splitlines()[1] == "1\tcheckpoint at 4\t-\truns/generated/filtered-pe"
+    cli.main([*args, "--resume"])
+    record = json.loads((out / jobs[0].folder / "metrics.json").read_text())
+    assert record["resumed_at"] == [4] and record["iters"] == 10
+    assert not (out / jobs[0].folder / CHECKPOINT_FILE).exists()
+    assert json.loads((out / "runs/generated/mlp-pe/metrics.json").read_text())["resumed_at"] is None
