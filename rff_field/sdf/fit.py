@@ -252,7 +252,7 @@ def train_sdf(
     checkpoint: Optional[Path] = None,
     settings: str = "",
     stop_at: Optional[float] = None,
-    notify: Callable[[str], None] = print,
+    notify: Optional[Callable[[str], None]] = None,
 ) -> TrainResult:
     """Fit ``network`` to the SDF that ``sampler`` draws from.
 
@@ -271,8 +271,9 @@ def train_sdf(
         settings: What the checkpoint must have been written with (:func:`~rff_field.sdf.checkpoint.sdf_settings`).
         stop_at: A ``time.monotonic()`` value; past it, training stops at the next check (every ``log_every``
             steps), saves its checkpoint and marks the result ``stopped``.
-        notify: Receives one-line notices (resuming, a checkpoint that cannot be saved).
+        notify: Receives one-line notices (resuming, a checkpoint that cannot be saved); default: print them.
     """
+    notify = notify or (lambda message: print(f"note: {message}"))
     device = torch.device(config.device)
     network.to(device).train()
     lr = initial_lr(method, config)

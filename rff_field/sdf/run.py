@@ -150,7 +150,7 @@ def run_sdf(
     progress: bool = True,
     extra: Optional[dict] = None,
     stop_at: Optional[float] = None,
-    notify: Callable[[str], None] = print,
+    notify: Optional[Callable[[str], None]] = None,
 ) -> dict:
     """Train, extract, measure and write one fit into ``out`` (which must exist); returns the metrics.
 
