@@ -231,6 +231,9 @@ class Bench:
             records = sdf_bench.run_sdf_jobs(out, shapes, specs, network, self.train, self.output, self.jobs)
             if self.jobs.job is not None:
                 return {"records": records, "written": {}}
+            if not records:
+                print(f"no run under {out / 'runs'} has finished yet, so there is no report to write")
+                return {"records": [], "written": {}}
         if self.floor:
             done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
             pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}

@@ -123,6 +123,9 @@ def test_the_bench_lists_stops_and_resumes_a_job(tmp_path, capsys, pool_arrays):
     capsys.readouterr()
     cli.main([*args, "--list-jobs"])
     assert capsys.readouterr().out.splitlines()[1] == "1\tcheckpoint at 4\t-\truns/generated/filtered-pe"
+    cli.main([*args, "--resume", "--budget-s", "1e-9"])  # past its budget before the first job starts
+    assert "has finished yet, so there is no report to write" in capsys.readouterr().out
+    assert not (out / "results.md").exists()
     cli.main([*args, "--resume"])
     record = json.loads((out / jobs[0].folder / "metrics.json").read_text())
     assert record["resumed_at"] == [4] and record["iters"] == 10
