@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
@@ -24,7 +24,27 @@ CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_EVERY_S = 300.0
 """Seconds between checkpoints of a running fit (besides the one written when it stops at its time budget)."""
 
-Checkpoint = TypeVar("Checkpoint")
+
+@dataclass
+class TrainingCheckpoint:
+    """What every fit's checkpoint holds; each application's adds what its fit needs to go on.
+
+    Args:
+        iteration: Iterations (steps) done.
+        seconds: Training seconds spent on them (over every run that resumed the fit).
+        settings: What the fit that wrote it was run with (:func:`settings_key`).
+        model: The model's ``state_dict`` (:func:`model_state`).
+        adam: Adam's state of each parameter, by parameter name (:func:`adam_state`).
+    """
+
+    iteration: int
+    seconds: float
+    settings: str
+    model: dict[str, Tensor]
+    adam: dict[str, dict[str, Tensor]]
+
+
+Checkpoint = TypeVar("Checkpoint", bound=TrainingCheckpoint)
 
 
 def settings_key(*parts: Any) -> str:
@@ -32,8 +52,8 @@ def settings_key(*parts: Any) -> str:
     return json.dumps(list(parts), sort_keys=True, default=str)
 
 
-def save_checkpoint(path: Path, checkpoint: Any, notify: Callable[[str], None]) -> None:
-    """Write the dataclass ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous
+def save_checkpoint(path: Path, checkpoint: TrainingCheckpoint, notify: Callable[[str], None]) -> None:
+    """Write ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous
     one); a file that cannot be written (a full disk) gets a notice, and the fit goes on."""
     partial = path.with_name(path.name + ".tmp")
     try:
@@ -64,7 +84,7 @@ def load_checkpoint(
     return checkpoint
 
 
-def checkpoint_iteration(path: Path, kind: type, settings: Optional[str] = None) -> int:
+def checkpoint_iteration(path: Path, kind: type[TrainingCheckpoint], settings: Optional[str] = None) -> int:
     """The iteration of the checkpoint at ``path`` (written with ``settings``, when given): where a fit resumes, 0
     without one."""
     checkpoint = load_checkpoint(path, kind, settings, notify=lambda message: None)

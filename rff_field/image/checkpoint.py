@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from rff_field.common.checkpoint import adam_state, model_state, restore_model, settings_key
+from rff_field.common.checkpoint import TrainingCheckpoint, adam_state, model_state, restore_model, settings_key
 from rff_field.core.divergence import LastFiniteState
 
 if TYPE_CHECKING:
@@ -22,15 +22,10 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class FitCheckpoint:
-    """One model's training at the end of iteration ``iteration``.
+class FitCheckpoint(TrainingCheckpoint):
+    """One model's training at the end of iteration ``iteration`` (``settings``: :func:`fit_settings`).
 
     Args:
-        iteration: Iterations done.
-        seconds: Training seconds spent on them (over every run that resumed it).
-        settings: :func:`fit_settings` of the fit that wrote it.
-        model: The model's ``state_dict``.
-        adam: Adam's state of each parameter, by parameter name.
         generator: The state of the mini-batch order's generator.
         mse: The training MSE of each iteration so far.
         records: The line search's record (loss, filter slope, INR slope, rate) of each iteration, if it runs.
@@ -38,11 +33,6 @@ class FitCheckpoint:
         resumed: Iterations at which earlier runs resumed the fit.
     """
 
-    iteration: int
-    seconds: float
-    settings: str
-    model: dict[str, Tensor]
-    adam: dict[str, dict[str, Tensor]]
     generator: Tensor
     mse: Tensor
     records: Optional[Tensor] = None

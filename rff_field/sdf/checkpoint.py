@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from torch import Tensor
-
-from rff_field.common.checkpoint import settings_key
+from rff_field.common.checkpoint import TrainingCheckpoint, settings_key
 from rff_field.sdf.data import SamplePool
 
 if TYPE_CHECKING:
@@ -19,29 +17,20 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class SDFCheckpoint:
-    """An SDF fit at the end of step ``iteration``.
+class SDFCheckpoint(TrainingCheckpoint):
+    """An SDF fit at the end of step ``iteration`` (``settings``: :func:`sdf_settings`).
 
     Args:
-        iteration: Steps done.
-        seconds: Training seconds spent on them (over every run that resumed it); ``cpu_seconds`` and
-            ``sampling_seconds`` as in :class:`~rff_field.sdf.fit.TrainResult`.
-        settings: :func:`sdf_settings` of the fit that wrote it.
-        model: The network's ``state_dict``.
-        adam: Adam's state of each parameter, by name.
+        cpu_seconds: CPU seconds of the steps done, as in :class:`~rff_field.sdf.fit.TrainResult`.
+        sampling_seconds: The part of ``seconds`` spent sampling.
         sampler: The sampler's ``state()``.
         loss: The loss of every step so far.
         filter_lrs: The filter's rate of every step so far (empty without a filter).
         resumed: Steps at which earlier runs resumed the fit.
     """
 
-    iteration: int
-    seconds: float
     cpu_seconds: float
     sampling_seconds: float
-    settings: str
-    model: dict[str, Tensor]
-    adam: dict[str, dict[str, Tensor]]
     sampler: dict
     loss: list[float]
     filter_lrs: list[float]

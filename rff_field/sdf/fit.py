@@ -315,8 +315,8 @@ def train_sdf(
         elapsed = (time.perf_counter() - start, time.process_time() - cpu_start, result.sampling_seconds)
         seconds, cpu_seconds, sampling_seconds = (b + e for b, e in zip(before, elapsed))
         rates = rates_before + search.history if search is not None else scheduled_rates
-        snapshot = SDFCheckpoint(steps, seconds, cpu_seconds, sampling_seconds, settings, model_state(network),
-                                 adam_state(network, optimizer), sampler.state(), result.loss[:steps], rates[:steps],
+        snapshot = SDFCheckpoint(steps, seconds, settings, model_state(network), adam_state(network, optimizer),
+                                 cpu_seconds, sampling_seconds, sampler.state(), result.loss[:steps], rates[:steps],
                                  result.resumed_at)  # fmt: skip
         save_checkpoint(checkpoint, snapshot, notify)
         return time.monotonic()
