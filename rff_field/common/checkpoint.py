@@ -52,6 +52,14 @@ def settings_key(*parts: Any) -> str:
     return json.dumps(list(parts), sort_keys=True, default=str)
 
 
+def same_settings(first: str, second: str) -> bool:
+    """Whether two :func:`settings_key` strings hold the same values (an option given as 32 equals one of 32.0)."""
+    try:
+        return first == second or json.loads(first) == json.loads(second)
+    except ValueError:
+        return False
+
+
 def save_checkpoint(path: Path, checkpoint: TrainingCheckpoint, notify: Callable[[str], None]) -> None:
     """Write ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous
     one); a file that cannot be written (a full disk) gets a notice, and the fit goes on."""
@@ -78,7 +86,7 @@ def load_checkpoint(
     except Exception as error:  # a file of another version or a damaged one: start over rather than fail
         notify(f"{path} cannot be read ({type(error).__name__}); this fit starts from the first step")
         return None
-    if settings is not None and checkpoint.settings != settings:
+    if settings is not None and not same_settings(checkpoint.settings, settings):
         notify(f"{path} was written by a fit with other settings; this fit starts from the first step")
         return None
     return checkpoint

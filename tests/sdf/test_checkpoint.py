@@ -23,7 +23,8 @@ from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_networ
 from rff_field.sdf.run import GroundTruth, OutputConfig, run_sdf
 from tests.sdf.test_cli import TINY
 
-NETWORK = dict(hidden_features=32, hidden_layers=2, pe_frequencies=6, rff_frequencies=18, bacon_max_frequency=32.0)
+# TINY's options; the command line reads --bacon-max-frequency 32 as 32.0, and a checkpoint of either resumes
+NETWORK = dict(hidden_features=32, hidden_layers=2, pe_frequencies=6, rff_frequencies=18, bacon_max_frequency=32)
 TRAIN = dict(iters=15, points_per_step=400, log_every=5)
 CASES = {
     "filtered-pe, line search": ("filtered-pe", dict(line_search=LineSearchConfig(lr_max=1e-2))),
