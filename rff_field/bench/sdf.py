@@ -55,6 +55,10 @@ class MethodSpec:
     def slug(self) -> str:
         return safe_label(self.label)
 
+    def iters(self, default: Optional[int]) -> Optional[int]:
+        """The steps of this method's runs: its own ``iters``, else ``default``."""
+        return int(self.variant.overrides["iters"]) if "iters" in self.variant.overrides else default
+
     def configs(self, network: SDFNetworkConfig, train: SDFTrainConfig) -> tuple[SDFNetworkConfig, SDFTrainConfig]:
         network, train = copy.deepcopy(network), copy.deepcopy(train)
         set_options([network, train], self.variant.overrides, notify=lambda message: print(f"note: {message}"))
@@ -122,11 +126,14 @@ def write_pool(
     return out
 
 
-def sdf_jobs(shapes: Sequence[tuple[str, Path]], methods: Sequence[MethodSpec]) -> list[Job]:
-    """One job per (shape, method), shape-major, in ``runs/<shape>/<label>``."""
+def sdf_jobs(
+    shapes: Sequence[tuple[str, Path]], methods: Sequence[MethodSpec], iters: Optional[int] = None
+) -> list[Job]:
+    """One job per (shape, method), shape-major, in ``runs/<shape>/<label>``, of ``iters`` steps unless the method
+    sets its own."""
     pairs = [(name, pool, spec) for name, pool in shapes for spec in methods]
     return [
-        Job(index, Path("runs") / name / spec.slug, spec.variant, name, source=Path(pool))
+        Job(index, Path("runs") / name / spec.slug, spec.variant, name, iters=spec.iters(iters), source=Path(pool))
         for index, (name, pool, spec) in enumerate(pairs)
     ]
 
@@ -147,7 +154,7 @@ def run_sdf_jobs(
     shard or one job, worker processes and a time budget, at which running fits stop with a checkpoint that the
     next run resumes. Returns the records of every finished run, in order.
     """
-    jobs = sdf_jobs(shapes, methods)
+    jobs = sdf_jobs(shapes, methods, train.iters)
     options.check(jobs)
     run_one = partial(run_sdf_job, Path(out), network, train, output, progress, options.overwrite)
     key = lambda job: job.index  # noqa: E731  (one fit per batch)

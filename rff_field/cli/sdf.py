@@ -197,7 +197,7 @@ class Bench:
             missing = [str(mesh) for mesh in self.meshes if not Path(mesh).is_file()]
             if missing:
                 raise UsageError(f"no mesh file {', '.join(missing)}; give existing mesh files to --meshes")
-            jobs = sdf_bench.sdf_jobs([(name, Path(name)) for name in names], specs)
+            jobs = sdf_bench.sdf_jobs([(name, Path(name)) for name in names], specs, self.train.iters)
             self.jobs.check(jobs)
             if self.jobs.list_jobs:
                 print_jobs(jobs, out, partial(sdf_bench.job_status, out))

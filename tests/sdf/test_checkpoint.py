@@ -104,10 +104,11 @@ def test_rff_sdf_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path, c
 def test_the_bench_lists_stops_and_resumes_a_job(tmp_path, capsys, pool_arrays):
     out = tmp_path / "bench"
     args = ["bench", "--out", str(out), "--iters", "10", "--log-every", "4", "--methods", "mlp-pe", "filtered-pe",
-            *TINY]  # fmt: skip
+            "bacon,iters=12", *TINY]  # fmt: skip
     cli.main([*args, "--list-jobs"])  # lists the jobs and runs none
-    assert capsys.readouterr().out.splitlines() == ["0\tpending\t-\truns/generated/mlp-pe",
-                                                    "1\tpending\t-\truns/generated/filtered-pe"]  # fmt: skip
+    assert capsys.readouterr().out.splitlines() == ["0\tpending\t10\truns/generated/mlp-pe",
+                                                    "1\tpending\t10\truns/generated/filtered-pe",
+                                                    "2\tpending\t12\truns/generated/bacon_iters_12"]  # fmt: skip
     assert not out.exists()
     # a job stopped by the budget, as the bench's run would leave it
     pool = out / "pools" / "generated.npz"
@@ -123,7 +124,7 @@ def test_the_bench_lists_stops_and_resumes_a_job(tmp_path, capsys, pool_arrays):
     assert not (out / jobs[0].folder / "metrics.json").exists()
     capsys.readouterr()
     cli.main([*args, "--list-jobs"])
-    assert capsys.readouterr().out.splitlines()[1] == "1\tcheckpoint at 4\t-\truns/generated/filtered-pe"
+    assert capsys.readouterr().out.splitlines()[1] == "1\tcheckpoint at 4\t10\truns/generated/filtered-pe"
     cli.main([*args, "--resume", "--budget-s", "1e-9"])  # past its budget before the first job starts
     assert "has finished yet, so there is no report to write" in capsys.readouterr().out
     assert not (out / "results.md").exists()
