@@ -51,8 +51,8 @@ def call_main(prog: str, command: Any) -> tuple[int, Any]:
     except TrainingDiverged as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return DIVERGED_EXIT_STATUS, None
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # a fit says where it stopped and how to resume it
+        print(f"{prog}: {err or 'interrupted'}", file=sys.stderr)
         return 130, None
 
 

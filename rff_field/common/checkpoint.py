@@ -60,18 +60,20 @@ def same_settings(first: str, second: str) -> bool:
         return False
 
 
-def save_checkpoint(path: Path, checkpoint: TrainingCheckpoint, notify: Callable[[str], None]) -> None:
-    """Write ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous
-    one); a file that cannot be written (a full disk) gets a notice, and the fit goes on."""
+def save_checkpoint(path: Path, checkpoint: TrainingCheckpoint, notify: Callable[[str], None]) -> bool:
+    """Write ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous one); whether it
+    was written. A file that cannot be written (a full disk) gets a notice, and the fit goes on."""
     partial = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(asdict(checkpoint), partial)
         os.replace(partial, path)
+        return True
     except (OSError, RuntimeError) as error:  # torch.save reports a failed write as a RuntimeError
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
         notify(f"could not save the checkpoint {path} ({error}); the fit goes on without it")
+        return False
 
 
 def load_checkpoint(

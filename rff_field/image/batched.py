@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from rff_field.common.checkpoint import CHECKPOINT_EVERY_S, load_checkpoint, save_checkpoint, set_schedule
+from rff_field.common.interrupt import FitInterrupted, interrupt_at_step_end, interrupted_message
 from rff_field.common.machine import resolve_device
 from rff_field.common.precision import at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
@@ -240,14 +241,17 @@ def fit_images(
         set_schedule(scheduler, first_iteration)
         notify(f"resuming {count} fits at iteration {first_iteration} of {first.iters} from their checkpoints")
 
-    def save(iteration: int) -> float:
+    def save(iteration: int) -> list[Path]:
         seconds = seconds_before + time.perf_counter() - start
+        written = []
         for k, path in enumerate(checkpoints):
             if path is not None and diverged[k] is None:  # a diverged model's fit ends at its last sound state
-                save_checkpoint(path, model_checkpoint(
-                    models[k], optimizer, generators[k], iteration, seconds, settings[k], mse_history[:, k],
-                    records[:, k] if search is not None else None, filter_lrs, resumed), notify)  # fmt: skip
-        return time.monotonic()
+                state = model_checkpoint(models[k], optimizer, generators[k], iteration, seconds, settings[k],
+                                         mse_history[:, k], records[:, k] if search is not None else None,
+                                         filter_lrs, resumed)  # fmt: skip
+                if save_checkpoint(path, state, notify):
+                    written.append(path)
+        return written
 
     bar, task = psnr_progress(progress, first.iters, f"{count} x {first.network.method}", label="mean PSNR")
     if bar is not None:
@@ -258,7 +262,8 @@ def fit_images(
     saved_at = time.monotonic()
     keep = any(path is not None for path in checkpoints)
     iters_done = first.iters
-    with precision_scope(first.precision), bar if bar is not None else contextlib.nullcontext():
+    progress_bar = bar if bar is not None else contextlib.nullcontext()
+    with precision_scope(first.precision), progress_bar, interrupt_at_step_end() as interrupt:
         for it in range(first_iteration, first.iters):
             order = None
             if not full_batch:
@@ -282,7 +287,7 @@ def fit_images(
             scheduler.step()
             if filter_groups and search is None:
                 filter_lrs.append(filter_groups[0][1]["lr"])
-            if (it + 1) % first.log_every == 0 or it + 1 == first.iters:
+            if (it + 1) % first.log_every == 0 or it + 1 == first.iters or interrupt.requested:
                 for k, guard in enumerate(guards):  # a diverged model is put back at every check; the others go on
                     try:
                         guard.check(it + 1, mse_history[guard.checked_step : it + 1, k])
@@ -290,13 +295,19 @@ def fit_images(
                         diverged[k] = diverged[k] or err
                 if bar is not None:
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(mse_history[it]).mean()))
-                if stop_at is not None and time.monotonic() > stop_at and it + 1 < first.iters:
+                if it + 1 == first.iters:
+                    break
+                if interrupt.requested:
+                    saved = save(it + 1) if keep else []
+                    raise FitInterrupted(interrupted_message(it + 1, first.iters, saved, "iteration"))
+                if stop_at is not None and time.monotonic() > stop_at:
                     iters_done = it + 1
                     if keep:
                         save(iters_done)
                     break
                 if keep and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
-                    saved_at = save(it + 1)
+                    save(it + 1)
+                    saved_at = time.monotonic()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = seconds_before + time.perf_counter() - start

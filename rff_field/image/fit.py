@@ -32,6 +32,7 @@ from rff_field.common.checkpoint import (
     set_schedule,
 )
 from rff_field.common.cuda_graph import GraphedStep
+from rff_field.common.interrupt import FitInterrupted, interrupt_at_step_end, interrupted_message
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_output_files, clear_outputs, write_json
@@ -280,12 +281,11 @@ def fit_image(
         first_iteration, seconds_before, resumed = saved.iteration, saved.seconds, [*saved.resumed, saved.iteration]
         notify(f"resuming at iteration {first_iteration} of {config.iters} from {checkpoint} (delete it to start over)")
 
-    def save(iteration: int) -> float:
+    def save(iteration: int) -> bool:
         seconds = seconds_before + time.perf_counter() - start
         state = model_checkpoint(model, optimizer, generator, iteration, seconds, settings, mse_history,
                                  search_records, filter_lrs, resumed)  # fmt: skip
-        save_checkpoint(checkpoint, state, notify)
-        return time.monotonic()
+        return save_checkpoint(checkpoint, state, notify)
 
     bar, task = psnr_progress(progress, config.iters, f"{name} {config.network.method}")
     if bar is not None:
@@ -295,7 +295,8 @@ def fit_image(
     start = time.perf_counter()
     saved_at = time.monotonic()
     iters_run = config.iters
-    with precision_scope(config.precision), bar if bar is not None else contextlib.nullcontext():
+    progress_bar = bar if bar is not None else contextlib.nullcontext()
+    with precision_scope(config.precision), progress_bar, interrupt_at_step_end() as interrupt:
         for it in range(first_iteration, config.iters):
             order = None if full_batch else torch.randperm(num_pixels, device=device, generator=generator)
             sse = torch.zeros((), device=device, dtype=torch.float64)
@@ -318,7 +319,7 @@ def fit_image(
                 progressive.end_iteration(it)
             if filter_slot is not None and line_search is None:  # the number LambdaLR sets, read from no tensor
                 filter_lrs.append(optimizer.param_groups[filter_slot]["initial_lr"] * lambdas[filter_slot](it + 1))
-            if (it + 1) % config.log_every == 0 or it + 1 == config.iters:
+            if (it + 1) % config.log_every == 0 or it + 1 == config.iters or interrupt.requested:
                 try:
                     guard.check(it + 1, mse_history[guard.checked_step : it + 1])
                 except TrainingDiverged as err:  # the model is back at its last finite state, of iteration guard.step
@@ -326,13 +327,19 @@ def fit_image(
                     break
                 if bar is not None:
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
-                if stop_at is not None and time.monotonic() > stop_at and it + 1 < config.iters:
+                if it + 1 == config.iters:
+                    break
+                if interrupt.requested:
+                    saved = [checkpoint] if checkpoint is not None and save(it + 1) else []
+                    raise FitInterrupted(interrupted_message(it + 1, config.iters, saved, "iteration"))
+                if stop_at is not None and time.monotonic() > stop_at:
                     iters_run = it + 1
                     if checkpoint is not None:
                         save(iters_run)
                     break
                 if checkpoint is not None and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
-                    saved_at = save(it + 1)
+                    save(it + 1)
+                    saved_at = time.monotonic()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds_per_iter = (seconds_before + time.perf_counter() - start) / iters_run

@@ -31,6 +31,7 @@ from rff_field.common.checkpoint import (
     save_checkpoint,
     set_schedule,
 )
+from rff_field.common.interrupt import FitInterrupted, interrupt_at_step_end, interrupted_message
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
 from rff_field.common.options import Hidden
 from rff_field.core.divergence import LastFiniteState, divergence_hints
@@ -272,6 +273,9 @@ def train_sdf(
         stop_at: A ``time.monotonic()`` value; past it, training stops at the next check (every ``log_every``
             steps), saves its checkpoint and marks the result ``stopped``.
         notify: Receives one-line notices (resuming, a checkpoint that cannot be saved); default: print them.
+
+    Raises:
+        FitInterrupted: At the end of the step during which Ctrl-C was pressed, after saving the checkpoint.
     """
     notify = notify or (lambda message: print(f"note: {message}"))
     device = torch.device(config.device)
@@ -311,55 +315,62 @@ def train_sdf(
         guard.resume(first_step, losses[0].clone())
         notify(f"resuming at step {first_step} of {config.iters} from {checkpoint} (delete it to start over)")
 
-    def save(steps: int) -> float:
+    def save(steps: int) -> bool:
         elapsed = (time.perf_counter() - start, time.process_time() - cpu_start, result.sampling_seconds)
         seconds, cpu_seconds, sampling_seconds = (b + e for b, e in zip(before, elapsed))
         rates = rates_before + search.history if search is not None else scheduled_rates
         snapshot = SDFCheckpoint(steps, seconds, settings, model_state(network), adam_state(network, optimizer),
                                  cpu_seconds, sampling_seconds, sampler.state(), result.loss[:steps], rates[:steps],
                                  result.resumed_at)  # fmt: skip
-        save_checkpoint(checkpoint, snapshot, notify)
-        return time.monotonic()
+        return save_checkpoint(checkpoint, snapshot, notify)
 
     start, cpu_start = time.perf_counter(), time.process_time()
     saved_at = time.monotonic()
-    try:
-        for step in range(first_step, config.iters):
-            t0 = time.perf_counter()
-            batch = sampler.sample(config.points_per_step).to(device)
-            result.sampling_seconds += time.perf_counter() - t0
-            loss = sdf_loss(network_outputs(network, batch.points), batch.sdf, batch.num_coarse, config.coarse_weight)
-            losses[step] = loss.detach()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-            state["loss"] = loss.detach()
-            optimizer.step()
-            if filter_group is not None and search is None:
-                scheduled_rates.append(float(filter_group["lr"]))
-            scheduler.step()
-            if (step + 1) % config.log_every == 0 or step + 1 == config.iters:
-                checked = len(result.loss)
-                try:
-                    guard.check(step + 1, losses[checked : step + 1])
-                except TrainingDiverged as err:  # the network is back at its last finite state, of step guard.step
-                    result.diverged_at, result.diverged = guard.diverged_at, str(err)
-                    break
-                result.loss += losses[checked : step + 1].tolist()
-                if on_step is not None:
-                    rate = (search.history if search is not None else scheduled_rates or [None])[-1]
-                    on_step(step, result.loss[-1], rate)
-                if stop_at is not None and time.monotonic() > stop_at and step + 1 < config.iters:
-                    result.stopped = f"time budget reached after {step + 1} of {config.iters} steps"
-                    if checkpoint is not None:
+    with interrupt_at_step_end() as interrupt:
+        try:
+            for step in range(first_step, config.iters):
+                t0 = time.perf_counter()
+                batch = sampler.sample(config.points_per_step).to(device)
+                result.sampling_seconds += time.perf_counter() - t0
+                outputs = network_outputs(network, batch.points)
+                loss = sdf_loss(outputs, batch.sdf, batch.num_coarse, config.coarse_weight)
+                losses[step] = loss.detach()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+                state["loss"] = loss.detach()
+                optimizer.step()
+                if filter_group is not None and search is None:
+                    scheduled_rates.append(float(filter_group["lr"]))
+                scheduler.step()
+                if (step + 1) % config.log_every == 0 or step + 1 == config.iters or interrupt.requested:
+                    checked = len(result.loss)
+                    try:
+                        guard.check(step + 1, losses[checked : step + 1])
+                    except TrainingDiverged as err:  # the network is back at its last finite state, of guard.step
+                        result.diverged_at, result.diverged = guard.diverged_at, str(err)
+                        break
+                    result.loss += losses[checked : step + 1].tolist()
+                    if on_step is not None:
+                        rate = (search.history if search is not None else scheduled_rates or [None])[-1]
+                        on_step(step, result.loss[-1], rate)
+                    if step + 1 == config.iters:
+                        break
+                    if interrupt.requested:
+                        saved = [checkpoint] if checkpoint is not None and save(step + 1) else []
+                        raise FitInterrupted(interrupted_message(step + 1, config.iters, saved))
+                    if stop_at is not None and time.monotonic() > stop_at:
+                        result.stopped = f"time budget reached after {step + 1} of {config.iters} steps"
+                        if checkpoint is not None:
+                            save(step + 1)
+                        break
+                    if checkpoint is not None and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
                         save(step + 1)
-                    break
-                if checkpoint is not None and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
-                    saved_at = save(step + 1)
-    finally:
-        if search is not None:
-            search.remove()
+                        saved_at = time.monotonic()
+        finally:
+            if search is not None:
+                search.remove()
     sync()
     result.seconds = before[0] + time.perf_counter() - start
     result.cpu_seconds = before[1] + time.process_time() - cpu_start

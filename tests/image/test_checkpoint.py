@@ -8,19 +8,23 @@ order, the schedule, the filter's rate) would change them.
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import replace
 
 import imageio.v3 as iio
 import numpy as np
+import pytest
 import torch
 
 from rff_field.bench.image import _check_out, build_jobs, checkpoint_path, job_batch_key, job_config, run_bench
 from rff_field.bench.jobs import JobOptions
 from rff_field.common.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from rff_field.common.interrupt import FitInterrupted
 from rff_field.core.optim import LineSearchConfig
+from rff_field.image import batched
 from rff_field.image.batched import ImageJob, fit_images
 from rff_field.image.checkpoint import FitCheckpoint
-from rff_field.image.fit import fit_image, prepare_image, run_fit
+from rff_field.image.fit import PixelPredictor, fit_image, prepare_image, run_fit
 from tests.bench.test_image import image_folder, tiny_bench  # noqa: F401 (a fixture)
 from tests.image.test_batched import config, image
 
@@ -128,3 +132,41 @@ def test_a_checkpoint_that_cannot_be_written_does_not_end_the_fit(tmp_path):
     )  # its folder cannot be made: a file is there
     assert result.metrics["iters"] == 5 and "stopped" in result.metrics
     assert len(notices) == 1 and "could not save the checkpoint" in notices[0] and "goes on" in notices[0]
+
+
+def press_ctrl_c_on_call(monkeypatch, owner, name: str, at: int) -> None:
+    """Make ``owner.name`` press Ctrl-C (SIGINT) on its ``at``-th call."""
+    original, calls = getattr(owner, name), []
+
+    def pressing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == at:
+            signal.raise_signal(signal.SIGINT)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, pressing)
+
+
+def test_ctrl_c_ends_the_iteration_saves_a_checkpoint_and_the_fit_resumes(tmp_path, monkeypatch):
+    fit, path = CASES["mlp-rff"], tmp_path / CHECKPOINT_FILE  # full batch: one forward pass per iteration
+    press_ctrl_c_on_call(monkeypatch, PixelPredictor, "__call__", at=7)
+    with pytest.raises(FitInterrupted, match=f"interrupted after iteration 7 of 15; its checkpoint is in {path}"):
+        fit_image(image(0), fit, progress=False, checkpoint=path)
+    monkeypatch.undo()
+    resumed = fit_image(image(0), fit, progress=False, checkpoint=path)
+    assert resumed.metrics["resumed_at"] == [7]
+    assert_same_fit(resumed, fit_image(image(0), fit, progress=False))
+
+
+def test_ctrl_c_stops_a_batch_with_a_checkpoint_of_each_fit(tmp_path, monkeypatch):
+    fit = CASES["mlp-rff"]
+    jobs = [ImageJob(image(k), fit, f"img{k}") for k in range(2)]
+    paths = [tmp_path / f"{k}.pt" for k in range(2)]
+    press_ctrl_c_on_call(monkeypatch, batched, "_gather", at=13)  # inputs and targets: two calls an iteration
+    message = f"interrupted after iteration 7 of 15; the checkpoints are in {paths[0]}, {paths[1]}, and the same"
+    with pytest.raises(FitInterrupted, match=message):
+        fit_images(jobs, checkpoints=paths)
+    monkeypatch.undo()
+    for resumed, uninterrupted in zip(fit_images(jobs, checkpoints=paths), fit_images(jobs)):
+        assert resumed.metrics["resumed_at"] == [7]
+        assert_same_fit(resumed, uninterrupted)

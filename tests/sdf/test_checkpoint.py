@@ -8,6 +8,7 @@ maxima, the sampler's position, the schedule, the filter's rate) would change th
 from __future__ import annotations
 
 import json
+import signal
 
 import numpy as np
 import pytest
@@ -16,12 +17,13 @@ import torch
 from rff_field.bench import sdf as sdf_bench
 from rff_field.cli import sdf as cli
 from rff_field.common.checkpoint import CHECKPOINT_FILE
+from rff_field.common.interrupt import FitInterrupted
 from rff_field.core.optim import LineSearchConfig
 from rff_field.sdf.checkpoint import sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, build_pool, load_shape
 from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_network, train_sdf
 from rff_field.sdf.run import GroundTruth, OutputConfig, run_sdf
-from tests.sdf.test_cli import TINY
+from tests.sdf.test_cli import TINY, run_cli
 
 # TINY's options; the command line reads --bacon-max-frequency 32 as 32.0, and a checkpoint of either resumes
 NETWORK = dict(hidden_features=32, hidden_layers=2, pe_frequencies=6, rff_frequencies=18, bacon_max_frequency=32)
@@ -133,3 +135,58 @@ def test_the_bench_lists_stops_and_resumes_a_job(tmp_path, capsys, pool_arrays):
     assert record["resumed_at"] == [4] and record["iters"] == 10
     assert not (out / jobs[0].folder / CHECKPOINT_FILE).exists()
     assert json.loads((out / "runs/generated/mlp-pe/metrics.json").read_text())["resumed_at"] is None
+
+
+class CtrlCPool(SamplePool):
+    """A pool whose ``sample`` presses Ctrl-C (SIGINT) ``presses`` times during the ``at``-th step."""
+
+    def __init__(self, arrays, at: int, presses: int = 1) -> None:
+        super().__init__(arrays, seed=0)
+        self.at, self.presses, self.calls = at, presses, 0
+
+    def sample(self, n):
+        self.calls += 1
+        if self.calls == self.at:
+            for _ in range(self.presses):
+                signal.raise_signal(signal.SIGINT)
+        return super().sample(n)
+
+
+def test_ctrl_c_ends_the_step_saves_a_checkpoint_and_the_fit_resumes(tmp_path, pool_arrays):
+    path = tmp_path / CHECKPOINT_FILE
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(FitInterrupted, match=f"interrupted after step 7 of 15; its checkpoint is in {path}"):
+        fit("filtered-pe", SDFTrainConfig(**TRAIN), CtrlCPool(pool_arrays, at=7), checkpoint=path)
+    assert signal.getsignal(signal.SIGINT) is handler
+    network, resumed = fit("filtered-pe", SDFTrainConfig(**TRAIN), SamplePool(pool_arrays, seed=0), checkpoint=path)
+    reference, uninterrupted = fit("filtered-pe", SDFTrainConfig(**TRAIN), SamplePool(pool_arrays, seed=0))
+    assert resumed.resumed_at == [7] and resumed.loss == uninterrupted.loss
+    assert resumed.filter_lr == uninterrupted.filter_lr
+    for key, value in reference.state_dict().items():
+        assert torch.equal(network.state_dict()[key], value), key
+    # a second Ctrl-C does not wait for the end of the step
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        fit("filtered-pe", SDFTrainConfig(**TRAIN), CtrlCPool(pool_arrays, at=3, presses=2), checkpoint=path)
+    assert type(interrupted.value) is KeyboardInterrupt and signal.getsignal(signal.SIGINT) is handler
+
+
+def test_rff_sdf_fit_interrupted_by_ctrl_c_says_how_to_go_on(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "fit"
+    args = ["fit", "--out", out, "--method", "mlp-pe", "--iters", "10", "--no-progress", *TINY]
+    sample = MeshSDF.sample
+
+    def press_ctrl_c_at_step_4(self, n):
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 4:
+            signal.raise_signal(signal.SIGINT)
+        return sample(self, n)
+
+    monkeypatch.setattr(MeshSDF, "sample", press_ctrl_c_at_step_4)
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 130
+    assert err.strip() == (f"rff-sdf: interrupted after step 4 of 10; its checkpoint is in {out / CHECKPOINT_FILE}, "
+                           "and the same command goes on from there")  # fmt: skip
+    monkeypatch.setattr(MeshSDF, "sample", sample)
+    code, stdout, _ = run_cli(monkeypatch, capsys, *args)
+    assert code == 0 and "resuming at step 4 of 10" in stdout
+    assert json.loads((out / "metrics.json").read_text())["resumed_at"] == [4]
