@@ -298,8 +298,8 @@ def fit_images(
                 if it + 1 == first.iters:
                     break
                 if interrupt.requested:
-                    saved = save(it + 1) if keep else []
-                    raise FitInterrupted(interrupted_message(it + 1, first.iters, saved, "iteration"))
+                    written = save(it + 1) if keep else []
+                    raise FitInterrupted(interrupted_message(it + 1, first.iters, written, "iteration"))
                 if stop_at is not None and time.monotonic() > stop_at:
                     iters_done = it + 1
                     if keep:

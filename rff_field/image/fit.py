@@ -330,8 +330,8 @@ def fit_image(
                 if it + 1 == config.iters:
                     break
                 if interrupt.requested:
-                    saved = [checkpoint] if checkpoint is not None and save(it + 1) else []
-                    raise FitInterrupted(interrupted_message(it + 1, config.iters, saved, "iteration"))
+                    written = [checkpoint] if checkpoint is not None and save(it + 1) else []
+                    raise FitInterrupted(interrupted_message(it + 1, config.iters, written, "iteration"))
                 if stop_at is not None and time.monotonic() > stop_at:
                     iters_run = it + 1
                     if checkpoint is not None:

@@ -358,8 +358,8 @@ def train_sdf(
                     if step + 1 == config.iters:
                         break
                     if interrupt.requested:
-                        saved = [checkpoint] if checkpoint is not None and save(step + 1) else []
-                        raise FitInterrupted(interrupted_message(step + 1, config.iters, saved))
+                        written = [checkpoint] if checkpoint is not None and save(step + 1) else []
+                        raise FitInterrupted(interrupted_message(step + 1, config.iters, written))
                     if stop_at is not None and time.monotonic() > stop_at:
                         result.stopped = f"time budget reached after {step + 1} of {config.iters} steps"
                         if checkpoint is not None:
