@@ -23,7 +23,6 @@ import json
 import math
 import os
 import shutil
-import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -34,6 +33,7 @@ import numpy as np
 from rff_field.bench.jobs import (
     Job,
     ResumableJobOptions,
+    checkpoint_status,
     is_finished,
     print_jobs,
     run_batches,
@@ -420,8 +420,7 @@ def checkpoint_path(config: BenchConfig, job: Job) -> Path:
 
 def pending_status(config: BenchConfig, job: Job) -> str:
     """``pending``, or where the checkpoint of a job that was stopped (or is running) stands: ``checkpoint at 5000``."""
-    iteration = checkpoint_iteration(checkpoint_path(config, job), FitCheckpoint)
-    return f"checkpoint at {iteration}" if iteration else "pending"
+    return checkpoint_status(checkpoint_path(config, job), FitCheckpoint)
 
 
 def job_batch_key(config: BenchConfig, job: Job) -> str:
@@ -445,8 +444,6 @@ def run_batch(
     """Fit ``jobs`` together and write their folders; False when ``stop_at`` passed first: the jobs stay pending and
     what the batch fitted by then is written under ``partial/`` (curves to that iteration, marked ``stopped``), with
     a checkpoint from which the next run goes on (unless it is given ``--overwrite``)."""
-    if stop_at is not None and time.monotonic() > stop_at:
-        return False
     fitted, loaded = [], []
     for job in jobs:
         image = prepare_image(job.source, config.downsample)

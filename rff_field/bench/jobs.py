@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Optional, Sequence
 
 from rff_field.bench.variants import Variant
+from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration
 from rff_field.common.outputs import write_json
 from rff_field.core.errors import UsageError
 
@@ -197,6 +198,22 @@ def run_jobs(
     return report
 
 
+def _run_before(
+    stop_at: Optional[float], run_batch: Callable[[list[Job], Optional[float]], bool], batch: list[Job]
+) -> bool:
+    """``run_batch(batch, stop_at)`` in a worker, unless the batch waited there until past ``stop_at``."""
+    if stop_at is not None and time.monotonic() > stop_at:
+        return False
+    return run_batch(batch, stop_at)
+
+
+def checkpoint_status(path: Path, kind: type[TrainingCheckpoint]) -> str:
+    """The status of an unfinished job whose fit keeps its checkpoint at ``path``: ``pending``, or where the checkpoint
+    of a fit that was stopped (or is running) stands, e.g. ``checkpoint at 5000``."""
+    iteration = checkpoint_iteration(path, kind)
+    return f"checkpoint at {iteration}" if iteration else "pending"
+
+
 def run_batches(
     jobs: Sequence[Job],
     out: Path,
@@ -256,7 +273,7 @@ def run_batches(
         futures = {}
         for batch in batches:
             print(describe(batch), flush=True)
-            futures[pool.submit(run_batch, batch, stop_at)] = batch
+            futures[pool.submit(_run_before, stop_at, run_batch, batch)] = batch
         for future in concurrent.futures.as_completed(futures):
             batch = futures[future]
             try:

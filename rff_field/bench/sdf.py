@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 import zipfile
 from dataclasses import dataclass
 from functools import partial
@@ -22,9 +21,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from rff_field.bench.jobs import Job, JobOptions, is_finished, run_batches, selected
+from rff_field.bench.jobs import Job, JobOptions, checkpoint_status, is_finished, run_batches, selected
 from rff_field.bench.variants import Variant, parse_variant, safe_label, set_options
-from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
+from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.checkpoint import SDFCheckpoint
@@ -177,8 +176,6 @@ def run_sdf_job(
     """Train, extract, measure and write one job of the benchmark (``batch`` holds it); False when ``stop_at``
     stopped it first (it stays pending, with a checkpoint in its folder)."""
     (job,) = batch
-    if stop_at is not None and time.monotonic() > stop_at:  # queued in a worker past the budget
-        return False
     arrays = load_pool_arrays(job.source)
     net_cfg, train_cfg = MethodSpec(job.variant).configs(network, train)
     pool = SamplePool(arrays, device=train_cfg.device, seed=train_cfg.seed)
@@ -203,8 +200,7 @@ def run_sdf_job(
 
 def job_status(out: Path, job: Job) -> str:
     """``pending``, or where the checkpoint of a job that was stopped (or is running) stands."""
-    iteration = checkpoint_iteration(Path(out) / job.folder / CHECKPOINT_FILE, SDFCheckpoint)
-    return f"checkpoint at {iteration}" if iteration else "pending"
+    return checkpoint_status(Path(out) / job.folder / CHECKPOINT_FILE, SDFCheckpoint)
 
 
 def reevaluate(out: Path, output: OutputConfig, force: bool = False) -> list[dict]:

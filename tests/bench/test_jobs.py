@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from rff_field.bench.jobs import Job, JobOptions, is_finished, run_batches, run_jobs, selected, write_result
+from rff_field.bench.jobs import (
+    Job,
+    JobOptions,
+    _run_before,
+    is_finished,
+    run_batches,
+    run_jobs,
+    selected,
+    write_result,
+)
 from rff_field.bench.variants import parse_variant
 from rff_field.core.errors import UsageError
 
@@ -78,3 +87,11 @@ def test_batches_of_the_first_subjects_run_first_for_every_key(tmp_path):
                          options=JobOptions())  # fmt: skip
     assert ran == [["s0", "s2"], ["s0", "s2"], ["s1", "s3"], ["s1", "s3"], ["s4"], ["s4"]]
     assert len(report.finished) == 10
+
+
+def test_a_batch_that_waited_in_a_worker_past_the_budget_does_not_start():
+    def run(batch, stop_at):
+        return "ran"
+
+    assert _run_before(time.monotonic() - 1, run, []) is False
+    assert _run_before(None, run, []) == "ran"
