@@ -40,11 +40,11 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from rff_field.common.checkpoint import CHECKPOINT_EVERY_S, load_checkpoint, save_checkpoint, set_schedule
-from rff_field.common.interrupt import FitInterrupted, interrupt_at_step_end, interrupted_message
+from rff_field.common.checkpoint import load_checkpoint, save_checkpoint, set_schedule
 from rff_field.common.machine import resolve_device
 from rff_field.common.precision import at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
+from rff_field.common.stopping import fit_stops
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
@@ -259,11 +259,11 @@ def fit_images(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
-    saved_at = time.monotonic()
     keep = any(path is not None for path in checkpoints)
     iters_done = first.iters
     progress_bar = bar if bar is not None else contextlib.nullcontext()
-    with precision_scope(first.precision), progress_bar, interrupt_at_step_end() as interrupt:
+    stopping = fit_stops(first.iters, stop_at, save if keep else None, "iteration")
+    with precision_scope(first.precision), progress_bar, stopping as stops:
         for it in range(first_iteration, first.iters):
             order = None
             if not full_batch:
@@ -287,7 +287,7 @@ def fit_images(
             scheduler.step()
             if filter_groups and search is None:
                 filter_lrs.append(filter_groups[0][1]["lr"])
-            if (it + 1) % first.log_every == 0 or it + 1 == first.iters or interrupt.requested:
+            if (it + 1) % first.log_every == 0 or it + 1 == first.iters or stops.requested:
                 for k, guard in enumerate(guards):  # a diverged model is put back at every check; the others go on
                     try:
                         guard.check(it + 1, mse_history[guard.checked_step : it + 1, k])
@@ -295,19 +295,9 @@ def fit_images(
                         diverged[k] = diverged[k] or err
                 if bar is not None:
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(mse_history[it]).mean()))
-                if it + 1 == first.iters:
-                    break
-                if interrupt.requested:
-                    written = save(it + 1) if keep else []
-                    raise FitInterrupted(interrupted_message(it + 1, first.iters, written, "iteration"))
-                if stop_at is not None and time.monotonic() > stop_at:
+                if stops.stop(it + 1):  # the time budget
                     iters_done = it + 1
-                    if keep:
-                        save(iters_done)
                     break
-                if keep and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
-                    save(it + 1)
-                    saved_at = time.monotonic()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = seconds_before + time.perf_counter() - start

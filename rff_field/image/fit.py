@@ -25,19 +25,18 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from rff_field.common.checkpoint import (
-    CHECKPOINT_EVERY_S,
     CHECKPOINT_FILE,
     load_checkpoint,
     save_checkpoint,
     set_schedule,
 )
 from rff_field.common.cuda_graph import GraphedStep
-from rff_field.common.interrupt import FitInterrupted, interrupt_at_step_end, interrupted_message
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_output_files, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
+from rff_field.common.stopping import fit_stops
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
@@ -281,11 +280,11 @@ def fit_image(
         first_iteration, seconds_before, resumed = saved.iteration, saved.seconds, [*saved.resumed, saved.iteration]
         notify(f"resuming at iteration {first_iteration} of {config.iters} from {checkpoint} (delete it to start over)")
 
-    def save(iteration: int) -> bool:
+    def save(iteration: int) -> list[Path]:
         seconds = seconds_before + time.perf_counter() - start
         state = model_checkpoint(model, optimizer, generator, iteration, seconds, settings, mse_history,
                                  search_records, filter_lrs, resumed)  # fmt: skip
-        return save_checkpoint(checkpoint, state, notify)
+        return [checkpoint] if save_checkpoint(checkpoint, state, notify) else []
 
     bar, task = psnr_progress(progress, config.iters, f"{name} {config.network.method}")
     if bar is not None:
@@ -293,10 +292,10 @@ def fit_image(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
-    saved_at = time.monotonic()
     iters_run = config.iters
     progress_bar = bar if bar is not None else contextlib.nullcontext()
-    with precision_scope(config.precision), progress_bar, interrupt_at_step_end() as interrupt:
+    stopping = fit_stops(config.iters, stop_at, save if checkpoint is not None else None, "iteration")
+    with precision_scope(config.precision), progress_bar, stopping as stops:
         for it in range(first_iteration, config.iters):
             order = None if full_batch else torch.randperm(num_pixels, device=device, generator=generator)
             sse = torch.zeros((), device=device, dtype=torch.float64)
@@ -319,7 +318,7 @@ def fit_image(
                 progressive.end_iteration(it)
             if filter_slot is not None and line_search is None:  # the number LambdaLR sets, read from no tensor
                 filter_lrs.append(optimizer.param_groups[filter_slot]["initial_lr"] * lambdas[filter_slot](it + 1))
-            if (it + 1) % config.log_every == 0 or it + 1 == config.iters or interrupt.requested:
+            if (it + 1) % config.log_every == 0 or it + 1 == config.iters or stops.requested:
                 try:
                     guard.check(it + 1, mse_history[guard.checked_step : it + 1])
                 except TrainingDiverged as err:  # the model is back at its last finite state, of iteration guard.step
@@ -327,19 +326,9 @@ def fit_image(
                     break
                 if bar is not None:
                     bar.update(task, completed=it + 1, psnr=float(psnr_from_mse(float(mse_history[it]))))
-                if it + 1 == config.iters:
-                    break
-                if interrupt.requested:
-                    written = [checkpoint] if checkpoint is not None and save(it + 1) else []
-                    raise FitInterrupted(interrupted_message(it + 1, config.iters, written, "iteration"))
-                if stop_at is not None and time.monotonic() > stop_at:
+                if stops.stop(it + 1):  # the time budget
                     iters_run = it + 1
-                    if checkpoint is not None:
-                        save(iters_run)
                     break
-                if checkpoint is not None and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
-                    save(it + 1)
-                    saved_at = time.monotonic()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds_per_iter = (seconds_before + time.perf_counter() - start) / iters_run

@@ -23,7 +23,6 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from rff_field.common.checkpoint import (
-    CHECKPOINT_EVERY_S,
     adam_state,
     load_checkpoint,
     model_state,
@@ -31,9 +30,9 @@ from rff_field.common.checkpoint import (
     save_checkpoint,
     set_schedule,
 )
-from rff_field.common.interrupt import FitInterrupted, interrupt_at_step_end, interrupted_message
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
 from rff_field.common.options import Hidden
+from rff_field.common.stopping import fit_stops
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
@@ -315,18 +314,17 @@ def train_sdf(
         guard.resume(first_step, losses[0].clone())
         notify(f"resuming at step {first_step} of {config.iters} from {checkpoint} (delete it to start over)")
 
-    def save(steps: int) -> bool:
+    def save(steps: int) -> list[Path]:
         elapsed = (time.perf_counter() - start, time.process_time() - cpu_start, result.sampling_seconds)
         seconds, cpu_seconds, sampling_seconds = (b + e for b, e in zip(before, elapsed))
         rates = rates_before + search.history if search is not None else scheduled_rates
         snapshot = SDFCheckpoint(steps, seconds, settings, model_state(network), adam_state(network, optimizer),
                                  cpu_seconds, sampling_seconds, sampler.state(), result.loss[:steps], rates[:steps],
                                  result.resumed_at)  # fmt: skip
-        return save_checkpoint(checkpoint, snapshot, notify)
+        return [checkpoint] if save_checkpoint(checkpoint, snapshot, notify) else []
 
     start, cpu_start = time.perf_counter(), time.process_time()
-    saved_at = time.monotonic()
-    with interrupt_at_step_end() as interrupt:
+    with fit_stops(config.iters, stop_at, save if checkpoint is not None else None) as stops:
         try:
             for step in range(first_step, config.iters):
                 t0 = time.perf_counter()
@@ -344,7 +342,7 @@ def train_sdf(
                 if filter_group is not None and search is None:
                     scheduled_rates.append(float(filter_group["lr"]))
                 scheduler.step()
-                if (step + 1) % config.log_every == 0 or step + 1 == config.iters or interrupt.requested:
+                if (step + 1) % config.log_every == 0 or step + 1 == config.iters or stops.requested:
                     checked = len(result.loss)
                     try:
                         guard.check(step + 1, losses[checked : step + 1])
@@ -355,19 +353,9 @@ def train_sdf(
                     if on_step is not None:
                         rate = (search.history if search is not None else scheduled_rates or [None])[-1]
                         on_step(step, result.loss[-1], rate)
-                    if step + 1 == config.iters:
-                        break
-                    if interrupt.requested:
-                        written = [checkpoint] if checkpoint is not None and save(step + 1) else []
-                        raise FitInterrupted(interrupted_message(step + 1, config.iters, written))
-                    if stop_at is not None and time.monotonic() > stop_at:
+                    if stops.stop(step + 1):  # the time budget
                         result.stopped = f"time budget reached after {step + 1} of {config.iters} steps"
-                        if checkpoint is not None:
-                            save(step + 1)
                         break
-                    if checkpoint is not None and time.monotonic() - saved_at > CHECKPOINT_EVERY_S:
-                        save(step + 1)
-                        saved_at = time.monotonic()
         finally:
             if search is not None:
                 search.remove()

@@ -19,7 +19,7 @@ import torch
 from rff_field.bench.image import _check_out, build_jobs, checkpoint_path, job_batch_key, job_config, run_bench
 from rff_field.bench.jobs import JobOptions
 from rff_field.common.checkpoint import CHECKPOINT_FILE, load_checkpoint
-from rff_field.common.interrupt import FitInterrupted
+from rff_field.common.stopping import FitInterrupted
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image import batched
 from rff_field.image.batched import ImageJob, fit_images

@@ -17,7 +17,7 @@ import torch
 from rff_field.bench import sdf as sdf_bench
 from rff_field.cli import sdf as cli
 from rff_field.common.checkpoint import CHECKPOINT_FILE
-from rff_field.common.interrupt import FitInterrupted
+from rff_field.common.stopping import FitInterrupted
 from rff_field.core.optim import LineSearchConfig
 from rff_field.sdf.checkpoint import sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, build_pool, load_shape
