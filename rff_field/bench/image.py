@@ -52,7 +52,7 @@ from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
 from rff_field.image.checkpoint import FitCheckpoint, fit_settings
 from rff_field.image.data import UsageError, downsample, load_image
-from rff_field.image.fit import IMAGE_METHODS, FitConfig, prepare_image, run_fit, write_fit_outputs
+from rff_field.image.fit import IMAGE_METHODS, FitConfig, fit_image, prepare_image, run_fit, write_fit_outputs
 from rff_field.image.plots import history_series
 from rff_field.inr.config import METHODS, NetworkConfig, build_network, count_parameters
 
@@ -450,14 +450,15 @@ def run_batch(
         fit = job_config(config, job, image.pixels.shape[-1], max(image.pixels.shape[:2]))
         fitted.append(ImageJob(image.pixels, fit, image.name))
         loaded.append(image)
-    if fitted[0].config.network.method not in METHODS:  # SAPE: a batch of its own (job_batch_key)
-        run_job(config, jobs[0], notify)
-        return True
     checkpoints = [checkpoint_path(config, job) for job in jobs]
     if config.jobs.overwrite:
         for path in checkpoints:
             path.unlink(missing_ok=True)
-    results = fit_images(fitted, progress=config.progress, notify=notify, stop_at=stop_at, checkpoints=checkpoints)
+    if fitted[0].config.network.method in METHODS:
+        results = fit_images(fitted, progress=config.progress, notify=notify, stop_at=stop_at, checkpoints=checkpoints)
+    else:  # SAPE cannot be batched: a batch of its own (job_batch_key)
+        pixels, fit, name = fitted[0]
+        results = [fit_image(pixels, fit, name, config.progress, notify, stop_at=stop_at, checkpoint=checkpoints[0])]
     stopped = any("stopped" in result.metrics for result in results)
     for job, image, result in zip(jobs, loaded, results):
         result.metrics.update(source=image.source, downsample=config.downsample, label=job.variant.label,

@@ -204,7 +204,7 @@ def fit_image(
         stop_at: A ``time.monotonic()`` value; past it, training stops at the next progress check (every
             ``log_every`` iterations) and the result covers the iterations done, marked ``stopped``.
         checkpoint: A file to resume from (when it holds a checkpoint of this fit: same settings, same image) and
-            to save to when the fit stops at ``stop_at``, and every ``CHECKPOINT_EVERY_S`` seconds (not for SAPE).
+            to save to when the fit stops at ``stop_at``, and every ``CHECKPOINT_EVERY_S`` seconds.
     """
     notify = notify or (lambda message: print(f"note: {message}"))
     config.check()
@@ -270,7 +270,6 @@ def fit_image(
         lambda: train_step(None if full_batch else batch_index), enabled=graphed and device.type == "cuda"
     )
 
-    checkpoint = checkpoint if progressive is None else None
     settings = fit_settings(config, name, pixels.shape)
     saved = load_checkpoint(checkpoint, FitCheckpoint, settings, notify)
     first_iteration, seconds_before, resumed = 0, 0.0, []

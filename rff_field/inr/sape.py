@@ -84,10 +84,15 @@ class SapeMLP(nn.Module):
         self.register_buffer("active", torch.ones(self.res, self.res, dtype=torch.bool))
         self.register_buffer("error_sum", torch.zeros(self.res * self.res))
         self.register_buffer("error_count", torch.zeros(self.res * self.res))
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # progression steps taken
         self.block_iterations = 1
-        self.updates = 0
         self._version = 0
         self._cache: Optional[tuple] = None
+        self.register_load_state_dict_post_hook(SapeMLP._forget_masks)  # type: ignore[attr-defined]
+
+    def _forget_masks(self, incompatible_keys) -> None:
+        """A loaded state (a checkpoint, the last finite state) has its own levels: the cached masks are stale."""
+        self._version += 1
 
     def configure(self, total_iterations: int) -> None:
         """Spread the progression over the first half of training, as the authors' image task does."""
@@ -136,7 +141,7 @@ class SapeMLP(nn.Module):
     @torch.no_grad()
     def end_iteration(self, iteration: int) -> None:
         """After iteration ``iteration`` (0-based): every ``block_iterations``, advance the cells still in progress."""
-        if (iteration + 1) % self.block_iterations != 0 or self.updates >= self.num_blocks - 1:
+        if (iteration + 1) % self.block_iterations != 0 or int(self.updates) >= self.num_blocks - 1:
             return
         shape = (1, 1, self.res, self.res)
         total = self._box(self.error_sum.view(shape))

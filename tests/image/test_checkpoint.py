@@ -16,9 +16,17 @@ import numpy as np
 import pytest
 import torch
 
-from rff_field.bench.image import _check_out, build_jobs, checkpoint_path, job_batch_key, job_config, run_bench
+from rff_field.bench.image import (
+    _check_out,
+    build_jobs,
+    checkpoint_path,
+    job_batch_key,
+    job_config,
+    run_batch,
+    run_bench,
+)
 from rff_field.bench.jobs import JobOptions
-from rff_field.common.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, load_checkpoint
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image import batched
@@ -34,13 +42,14 @@ CASES = {
     "filtered-pe, scheduled filter rate": config("filtered-pe", iters=15, filter_schedule=True,
                                                  line_search=LineSearchConfig(enabled=False)),
     "mlp-rff": config("mlp-rff", iters=15),
+    "sape": config("sape", iters=15),  # reveals one of its 7 frequency blocks per iteration, 5 before the stop
 }  # fmt: skip
 
 
 def assert_same_fit(resumed, uninterrupted) -> None:
     assert resumed.metrics["psnr_history"] == uninterrupted.metrics["psnr_history"]
     assert torch.equal(resumed.reconstruction, uninterrupted.reconstruction)
-    for key in ("filter_lr_history", "line_search_history"):
+    for key in ("filter_lr_history", "line_search_history", "sape_revealed_fraction", "sape_active_fraction"):
         assert resumed.metrics.get(key) == uninterrupted.metrics.get(key), key
 
 
@@ -103,6 +112,19 @@ def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder
     metrics = json.loads((bench.out / first.folder / "metrics.json").read_text())
     assert metrics["resumed_at"] == [4] and metrics["iters"] == 10
     assert not checkpoint_path(bench, first).exists()
+
+
+def test_the_bench_stops_and_resumes_a_sape_job(image_folder, tmp_path):  # noqa: F811
+    bench = tiny_bench(image_folder, tmp_path / "out", variants=("sape",), sweep_names=(), long_names=())
+    bench.fit.iters, bench.fit.log_every = 10, 4
+    jobs = build_jobs(bench)
+    _check_out(bench, jobs)
+    assert not run_batch(bench, jobs[:1], stop_at=0.0, notify=lambda message: None)  # SAPE is fitted on its own
+    assert checkpoint_iteration(checkpoint_path(bench, jobs[0]), FitCheckpoint) == 4
+    run_bench(bench, notify=lambda message: None)
+    metrics = json.loads((bench.out / jobs[0].folder / "metrics.json").read_text())
+    assert metrics["resumed_at"] == [4] and metrics["iters"] == 10 and "sape_blocks" in metrics
+    assert not checkpoint_path(bench, jobs[0]).exists()
 
 
 def test_rff_image_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path):
