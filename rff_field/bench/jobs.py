@@ -222,6 +222,7 @@ def run_batches(
     max_size: int,
     options: JobOptions,
     total: Optional[int] = None,
+    start: Optional[float] = None,
 ) -> RunReport:
     """:func:`run_jobs` for an engine that runs several jobs at once.
 
@@ -230,8 +231,9 @@ def run_batches(
     key's batch of the first subjects runs before any batch of later ones). ``run_batch(batch, stop_at)`` runs one
     batch and writes each job's folder; ``stop_at`` is the ``time.monotonic()`` value of the end of the budget (None
     without one), past which it stops and returns False, leaving its jobs pending. No batch starts after the
-    budget. With ``options.workers > 1`` the batches run in that many spawned processes (``run_batch`` must then be
-    picklable).
+    budget, which counts from ``start`` (a ``time.monotonic()`` value, e.g. the command's start when it prepared
+    data first; default: now). With ``options.workers > 1`` the batches run in that many spawned processes
+    (``run_batch`` must then be picklable).
     """
     report = RunReport()
     pending: dict[Hashable, list[Job]] = {}
@@ -245,7 +247,7 @@ def run_batches(
     rank = {subject: i for i, subject in enumerate(dict.fromkeys(job.subject for job in jobs))}
     batches.sort(key=lambda batch: min(rank[job.subject] for job in batch))
     total = total if total is not None else len(jobs)
-    start = time.monotonic()
+    start = time.monotonic() if start is None else start
     stop_at = start + options.budget_s if options.budget_s is not None else None
 
     def describe(batch: list[Job]) -> str:

@@ -146,18 +146,20 @@ def run_sdf_jobs(
     output: OutputConfig,
     options: JobOptions = JobOptions(),
     progress: bool = True,
+    start: Optional[float] = None,
 ) -> list[dict]:
     """Run every method on every (name, pool path) shape into ``out/runs/<shape>/<label>/``.
 
     Finished runs (with a ``metrics.json``) are kept unless ``options.overwrite``; ``options`` also selects a
     shard or one job, worker processes and a time budget, at which running fits stop with a checkpoint that the
-    next run resumes. Returns the records of every finished run, in order.
+    next run resumes; the budget counts from ``start`` (a ``time.monotonic()`` value; default: now). Returns the
+    records of every finished run, in order.
     """
     jobs = sdf_jobs(shapes, methods, train.iters)
     options.check(jobs)
     run_one = partial(run_sdf_job, Path(out), network, train, output, progress, options.overwrite)
     key = lambda job: job.index  # noqa: E731  (one fit per batch)
-    report = run_batches(selected(jobs, options), Path(out), run_one, key, 1, options, total=len(jobs))
+    report = run_batches(selected(jobs, options), Path(out), run_one, key, 1, options, len(jobs), start)
     if report.budget_reached:
         print(f"time budget of {options.budget_s:g} s reached; rerun with --resume to go on")
     return [json.loads((Path(out) / job.folder / "metrics.json").read_text()) for job in jobs if is_finished(out, job)]

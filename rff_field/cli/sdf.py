@@ -9,6 +9,7 @@ Subcommands:
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -137,6 +138,7 @@ class Bench:
         from rff_field.bench import sdf as sdf_bench
         from rff_field.sdf.data import pool_size_for
 
+        start = time.monotonic()  # --budget-s counts sampling the pools too
         out = Path(self.out)
         specs = [sdf_bench.parse_method(m) for m in self.methods]
         if not specs:
@@ -228,7 +230,9 @@ class Bench:
                         sign_rays=self.sign_rays,
                     )
                 shapes.append((name, pool_path))
-            records = sdf_bench.run_sdf_jobs(out, shapes, specs, network, self.train, self.output, self.jobs)
+            records = sdf_bench.run_sdf_jobs(
+                out, shapes, specs, network, self.train, self.output, self.jobs, start=start
+            )
             if self.jobs.job is not None:
                 return {"records": records, "written": {}}
             if not records:

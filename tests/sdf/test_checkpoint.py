@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -135,6 +136,20 @@ def test_the_bench_lists_stops_and_resumes_a_job(tmp_path, capsys, pool_arrays):
     assert record["resumed_at"] == [4] and record["iters"] == 10
     assert not (out / jobs[0].folder / CHECKPOINT_FILE).exists()
     assert json.loads((out / "runs/generated/mlp-pe/metrics.json").read_text())["resumed_at"] is None
+
+
+def test_the_bench_budget_counts_sampling_the_pools(tmp_path, capsys, monkeypatch):
+    write_pool = sdf_bench.write_pool
+
+    def slow_write_pool(*args, **kwargs):
+        write_pool(*args, **kwargs)
+        time.sleep(0.2)  # longer than the budget
+
+    monkeypatch.setattr(sdf_bench, "write_pool", slow_write_pool)
+    out = tmp_path / "bench"
+    cli.main(["bench", "--out", str(out), "--iters", "10", "--methods", "mlp-pe", "--budget-s", "0.1", *TINY])
+    assert "time budget of 0.1 s reached" in capsys.readouterr().out
+    assert (out / "pools" / "generated.npz").is_file() and not (out / "runs").exists()
 
 
 class CtrlCPool(SamplePool):
