@@ -21,6 +21,7 @@ from rff_field.bench.jobs import ResumableJobOptions, print_jobs
 from rff_field.cli.common import LINE_SEARCH_FLAGS, parse_command, run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
+from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.sdf.data import GENERATED_SHAPE
 from rff_field.sdf.fit import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
@@ -230,9 +231,13 @@ class Bench:
                         sign_rays=self.sign_rays,
                     )
                 shapes.append((name, pool_path))
-            records = sdf_bench.run_sdf_jobs(
-                out, shapes, specs, network, self.train, self.output, self.jobs, start=start
-            )
+            try:
+                records = sdf_bench.run_sdf_jobs(out, shapes, specs, network, self.train, self.output, self.jobs,
+                                                 start=start)  # fmt: skip
+            except FitInterrupted as interrupted:
+                if not self.resume:  # this folder now holds a benchmark: going on needs --resume
+                    interrupted.resume_with = "the same command with --resume"
+                raise
             if self.jobs.job is not None:
                 return {"records": records, "written": {}}
             if not records:

@@ -18,18 +18,28 @@ from rff_field.common.checkpoint import CHECKPOINT_EVERY_S
 
 
 class FitInterrupted(KeyboardInterrupt):
-    """A fit stopped by Ctrl-C at the end of a step; the message says where, and how to resume it."""
+    """A fit stopped by Ctrl-C at the end of a step; its message says where, and how to resume it.
 
+    Args:
+        step: The steps (or iterations: ``unit``) done.
+        total: The fit's steps.
+        saved: The checkpoints it wrote.
+        unit: What the message calls a step.
+    """
 
-def interrupted_message(step: int, total: int, saved: Sequence[object], unit: str = "step") -> str:
-    """What a fit stopped by Ctrl-C after ``step`` of ``total`` steps (or iterations: ``unit``) says; ``saved``:
-    the checkpoints it wrote."""
-    where = f"interrupted after {unit} {step} of {total}"
-    if not saved:
-        return where
-    files = ", ".join(str(path) for path in saved)
-    checkpoints = f"its checkpoint is in {files}" if len(saved) == 1 else f"the checkpoints are in {files}"
-    return f"{where}; {checkpoints}, and the same command goes on from there"
+    def __init__(self, step: int, total: int, saved: Sequence[object], unit: str = "step") -> None:
+        super().__init__(step, total, saved, unit)
+        self.step, self.total, self.saved, self.unit = step, total, list(saved), unit
+        self.resume_with = "the same command"
+        """What goes on from the checkpoints (a command that needs another option to resume says so)."""
+
+    def __str__(self) -> str:
+        where = f"interrupted after {self.unit} {self.step} of {self.total}"
+        if not self.saved:
+            return where
+        files = ", ".join(str(path) for path in self.saved)
+        checkpoints = f"its checkpoint is in {files}" if len(self.saved) == 1 else f"the checkpoints are in {files}"
+        return f"{where}; {checkpoints}, and {self.resume_with} goes on from there"
 
 
 class FitStops:
@@ -61,7 +71,7 @@ class FitStops:
             return False
         if self.requested:
             written = self.save(done) if self.save is not None else []
-            raise FitInterrupted(interrupted_message(done, self.total, written, self.unit))
+            raise FitInterrupted(done, self.total, written, self.unit)
         if self.stop_at is not None and time.monotonic() > self.stop_at:
             if self.save is not None:
                 self.save(done)

@@ -205,3 +205,26 @@ def test_rff_sdf_fit_interrupted_by_ctrl_c_says_how_to_go_on(tmp_path, monkeypat
     code, stdout, _ = run_cli(monkeypatch, capsys, *args)
     assert code == 0 and "resuming at step 4 of 10" in stdout
     assert json.loads((out / "metrics.json").read_text())["resumed_at"] == [4]
+
+
+def test_rff_sdf_bench_interrupted_by_ctrl_c_says_to_go_on_with_resume(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "bench"
+    args = ["bench", "--out", out, "--methods", "mlp-pe", "--iters", "10", "--log-every", "4", *TINY]
+    sample = SamplePool.sample
+
+    def press_ctrl_c_at_step_4(self, n):
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 4:
+            signal.raise_signal(signal.SIGINT)
+        return sample(self, n)
+
+    monkeypatch.setattr(SamplePool, "sample", press_ctrl_c_at_step_4)
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    checkpoint = out / "runs" / "generated" / "mlp-pe" / CHECKPOINT_FILE
+    assert code == 130
+    assert err.strip() == (f"rff-sdf: interrupted after step 4 of 10; its checkpoint is in {checkpoint}, "
+                           "and the same command with --resume goes on from there")  # fmt: skip
+    monkeypatch.setattr(SamplePool, "sample", sample)
+    code, _, _ = run_cli(monkeypatch, capsys, *args, "--resume")
+    assert code == 0
+    assert json.loads((checkpoint.parent / "metrics.json").read_text())["resumed_at"] == [4]
