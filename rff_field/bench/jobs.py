@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Callable, Hashable, Optional, Sequence
 from rff_field.bench.variants import Variant
 from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration
 from rff_field.common.outputs import write_json
+from rff_field.common.stopping import FitInterrupted, follow_parent_stop
 from rff_field.core.errors import UsageError
 
 RESULT_FILE = "metrics.json"
@@ -131,6 +133,71 @@ class RunReport:
     budget_reached: bool = False
 
 
+class WorkerPool:
+    """Spawned processes that run jobs side by side and stop together on Ctrl-C.
+
+    Ctrl-C in a terminal reaches every process: a worker's running fit ends its step, saves its checkpoint and
+    stops; an idle worker ignores it, and no job starts after it. An interrupt that only this process receives
+    (``kill -INT``) stops the running fits the same way, at their next progress check.
+    """
+
+    def __init__(self, workers: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.stopping = context.Event()
+        self.executor = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(self.stopping,)
+        )
+        self.futures: list[concurrent.futures.Future] = []
+
+    def submit(self, run: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        """Run ``run(*args)`` in a worker (unless the pool was interrupted before it started there)."""
+        future = self.executor.submit(_run_unless_stopping, run, *args)
+        self.futures.append(future)
+        return future
+
+    def interrupted(self) -> FitInterrupted:
+        """After Ctrl-C: start no other job, wait for the running ones to stop; the exception to raise, which names
+        the checkpoints they saved."""
+        self.stopping.set()
+        for future in self.futures:
+            future.cancel()
+        concurrent.futures.wait(self.futures)
+        saved = []
+        for future in self.futures:
+            error = None if future.cancelled() else future.exception()
+            if isinstance(error, FitInterrupted):
+                saved += error.saved
+        return FitInterrupted("interrupted", saved)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+_stopping: Optional[Any] = None
+"""In a worker: the pool's event that says it was interrupted."""
+
+
+def _start_worker(stopping: Any) -> None:
+    global _stopping
+    _stopping = stopping
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # between fits; a fit takes Ctrl-C itself (fit_stops)
+    follow_parent_stop(stopping.is_set)
+
+
+def _run_unless_stopping(run: Callable[..., Any], *args: Any) -> Any:
+    if _stopping is not None and _stopping.is_set():
+        return None
+    try:
+        return run(*args)
+    except KeyboardInterrupt:  # this worker saw the Ctrl-C first: no worker takes another job
+        if _stopping is not None:
+            _stopping.set()
+        raise
+
+
 def run_jobs(
     jobs: Sequence[Job],
     out: Path,
@@ -171,30 +238,32 @@ def run_jobs(
             report.finished.append(job)
         return report
 
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
+    with WorkerPool(options.workers) as pool:
         futures: dict[concurrent.futures.Future, Job] = {}
         queue = list(pending)
-        while queue or futures:
-            while queue and len(futures) < options.workers and not over_budget():
-                job = queue.pop(0)
-                print(f"job {job.index}/{total}: {job.folder} started", flush=True)
-                futures[pool.submit(run_one, job)] = job
-            if queue and over_budget():
-                report.budget_reached = True
-                queue.clear()
-            if not futures:
-                break
-            done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in done:
-                job = futures.pop(future)
-                try:
-                    future.result()
-                    report.finished.append(job)
-                    print(f"job {job.index}/{total}: {job.folder} done", flush=True)
-                except Exception as error:  # keep the other jobs going
-                    report.failed.append((job, f"{type(error).__name__}: {error}"))
-                    print(f"job {job.index}/{total}: {job.folder} failed: {error}", flush=True)
+        try:
+            while queue or futures:
+                while queue and len(futures) < options.workers and not over_budget():
+                    job = queue.pop(0)
+                    print(f"job {job.index}/{total}: {job.folder} started", flush=True)
+                    futures[pool.submit(run_one, job)] = job
+                if queue and over_budget():
+                    report.budget_reached = True
+                    queue.clear()
+                if not futures:
+                    break
+                done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    job = futures.pop(future)
+                    try:
+                        future.result()
+                        report.finished.append(job)
+                        print(f"job {job.index}/{total}: {job.folder} done", flush=True)
+                    except Exception as error:  # keep the other jobs going
+                        report.failed.append((job, f"{type(error).__name__}: {error}"))
+                        print(f"job {job.index}/{total}: {job.folder} failed: {error}", flush=True)
+        except KeyboardInterrupt:
+            raise pool.interrupted() from None
     return report
 
 
@@ -270,17 +339,19 @@ def run_batches(
             finished(batch, run_batch(batch, stop_at))
         return report
 
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
-        futures = {}
-        for batch in batches:
-            print(describe(batch), flush=True)
-            futures[pool.submit(_run_before, stop_at, run_batch, batch)] = batch
-        for future in concurrent.futures.as_completed(futures):
-            batch = futures[future]
-            try:
-                finished(batch, future.result())
-            except Exception as error:  # keep the other batches going
-                report.failed += [(job, f"{type(error).__name__}: {error}") for job in batch]
-                print(f"{describe(batch)} failed: {error}", flush=True)
+    with WorkerPool(options.workers) as pool:
+        try:
+            futures = {}
+            for batch in batches:
+                print(describe(batch), flush=True)
+                futures[pool.submit(_run_before, stop_at, run_batch, batch)] = batch
+            for future in concurrent.futures.as_completed(futures):
+                batch = futures[future]
+                try:
+                    finished(batch, future.result())
+                except Exception as error:  # keep the other batches going
+                    report.failed += [(job, f"{type(error).__name__}: {error}") for job in batch]
+                    print(f"{describe(batch)} failed: {error}", flush=True)
+        except KeyboardInterrupt:
+            raise pool.interrupted() from None
     return report

@@ -18,28 +18,36 @@ from rff_field.common.checkpoint import CHECKPOINT_EVERY_S
 
 
 class FitInterrupted(KeyboardInterrupt):
-    """A fit stopped by Ctrl-C at the end of a step; its message says where, and how to resume it.
+    """A fit (or a benchmark's jobs) stopped by Ctrl-C at the end of a step; its message says where, and how to
+    resume.
 
     Args:
-        step: The steps (or iterations: ``unit``) done.
-        total: The fit's steps.
+        where: Where it stopped, e.g. ``interrupted after step 7 of 10``.
         saved: The checkpoints it wrote.
-        unit: What the message calls a step.
     """
 
-    def __init__(self, step: int, total: int, saved: Sequence[object], unit: str = "step") -> None:
-        super().__init__(step, total, saved, unit)
-        self.step, self.total, self.saved, self.unit = step, total, list(saved), unit
+    def __init__(self, where: str, saved: Sequence[object] = ()) -> None:
+        super().__init__(where, saved)
+        self.where, self.saved = where, list(saved)
         self.resume_with = "the same command"
         """What goes on from the checkpoints (a command that needs another option to resume says so)."""
 
     def __str__(self) -> str:
-        where = f"interrupted after {self.unit} {self.step} of {self.total}"
         if not self.saved:
-            return where
+            return self.where
         files = ", ".join(str(path) for path in self.saved)
         checkpoints = f"its checkpoint is in {files}" if len(self.saved) == 1 else f"the checkpoints are in {files}"
-        return f"{where}; {checkpoints}, and {self.resume_with} goes on from there"
+        return f"{self.where}; {checkpoints}, and {self.resume_with} goes on from there"
+
+
+_stop_requested_by_parent: Optional[Callable[[], bool]] = None
+
+
+def follow_parent_stop(requested: Callable[[], bool]) -> None:
+    """In a worker process: fits also stop, as on Ctrl-C, once ``requested()`` is true (the parent was interrupted,
+    e.g. by a ``kill -INT`` that only it received)."""
+    global _stop_requested_by_parent
+    _stop_requested_by_parent = requested
 
 
 class FitStops:
@@ -57,9 +65,14 @@ class FitStops:
         self, total: int, stop_at: Optional[float], save: Optional[Callable[[int], list[Path]]], unit: str
     ) -> None:
         self.total, self.stop_at, self.save, self.unit = total, stop_at, save, unit
-        self.requested = False
-        """Whether Ctrl-C was pressed (the loop then checks at the end of the step)."""
+        self.pressed = False
+        """Whether Ctrl-C was pressed."""
         self.saved_at = time.monotonic()
+
+    @property
+    def requested(self) -> bool:
+        """Whether the fit should stop as on Ctrl-C (the loop then checks at the end of the step)."""
+        return self.pressed or (_stop_requested_by_parent is not None and _stop_requested_by_parent())
 
     def stop(self, done: int) -> bool:
         """After a check at ``done`` steps: True when the time budget stops the fit here (its checkpoint saved).
@@ -71,7 +84,7 @@ class FitStops:
             return False
         if self.requested:
             written = self.save(done) if self.save is not None else []
-            raise FitInterrupted(done, self.total, written, self.unit)
+            raise FitInterrupted(f"interrupted after {self.unit} {done} of {self.total}", written)
         if self.stop_at is not None and time.monotonic() > self.stop_at:
             if self.save is not None:
                 self.save(done)
@@ -86,7 +99,7 @@ class FitStops:
 def fit_stops(
     total: int, stop_at: Optional[float], save: Optional[Callable[[int], list[Path]]], unit: str = "step"
 ) -> Iterator[FitStops]:
-    """A :class:`FitStops` for the loop within, where the first SIGINT sets ``requested`` instead of raising
+    """A :class:`FitStops` for the loop within, where the first SIGINT sets ``pressed`` instead of raising
     :class:`KeyboardInterrupt` (outside the main thread, where handlers cannot be set, SIGINT keeps its usual
     effect)."""
     stops = FitStops(total, stop_at, save, unit)
@@ -96,7 +109,7 @@ def fit_stops(
     previous = signal.getsignal(signal.SIGINT)
 
     def handler(signum, frame) -> None:
-        stops.requested = True
+        stops.pressed = True
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
 
     signal.signal(signal.SIGINT, handler)

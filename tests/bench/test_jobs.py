@@ -1,7 +1,10 @@
 """The shared job runner: resume, shards, worker processes, a time budget, atomic results."""
 
 import json
+import os
+import signal
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from rff_field.bench.jobs import (
     write_result,
 )
 from rff_field.bench.variants import parse_variant
+from rff_field.common.stopping import FitInterrupted, fit_stops
 from rff_field.core.errors import UsageError
 
 
@@ -67,7 +71,6 @@ def test_budget_stops_starting_jobs_and_a_rerun_goes_on(tmp_path):
 
 
 def test_workers_run_jobs_in_processes_and_a_failure_spares_the_others(tmp_path):
-    from functools import partial
 
     jobs = make_jobs(4)
     report = run_jobs(jobs, tmp_path, partial(write_job, tmp_path), JobOptions(workers=2))
@@ -95,3 +98,50 @@ def test_a_batch_that_waited_in_a_worker_past_the_budget_does_not_start():
 
     assert _run_before(time.monotonic() - 1, run, []) is False
     assert _run_before(None, run, []) == "ran"
+
+
+def fit_until_interrupted(parent_only: bool, batch: list[Job], stop_at=None) -> bool:
+    """A fit that saves a checkpoint when it stops; the first job presses Ctrl-C once two fits run: as a terminal
+    does (to this process, the other worker and the parent), or with ``parent_only`` to the parent alone."""
+    (job,) = batch
+    folder = Path(job.source)
+
+    def save(step: int) -> list[Path]:
+        path = folder / f"checkpoint-{job.index}"
+        path.write_text(str(step))
+        return [path]
+
+    with fit_stops(3000, None, save) as stops:
+        (folder / f"running-{job.index}").write_text(str(os.getpid()))
+        if job.index == 0:
+            while len(list(folder.glob("running-*"))) < 2:
+                time.sleep(0.01)
+            workers = [] if parent_only else [int(path.read_text()) for path in folder.glob("running-*")]
+            for pid in [os.getppid(), *workers]:
+                os.kill(pid, signal.SIGINT)
+        for step in range(1, 3000):  # 30 s at most: a fit that misses the interrupt finishes, and the test fails
+            time.sleep(0.01)
+            stops.stop(step)
+    return True
+
+
+@pytest.mark.parametrize(
+    ("engine", "parent_only"), [("jobs", False), ("batches", False), ("batches", True)], ids=["jobs", "batches", "kill"]
+)
+def test_ctrl_c_stops_the_running_fits_of_every_worker_and_starts_no_other_job(tmp_path, engine, parent_only):
+    jobs = [Job(i, Path(f"runs/s{i}"), parse_variant("mlp-pe"), f"s{i}", source=tmp_path) for i in range(4)]
+    fit = partial(fit_until_interrupted, parent_only)
+    options = JobOptions(workers=2)
+    with pytest.raises(FitInterrupted) as interrupted:
+        if engine == "jobs":
+            run_jobs(jobs, tmp_path / "out", partial(run_one_fit, parent_only), options)
+        else:
+            run_batches(jobs, tmp_path / "out", fit, lambda job: job.index, 1, options)
+    saved = {tmp_path / "checkpoint-0", tmp_path / "checkpoint-1"}
+    assert set(interrupted.value.saved) == saved and all(path.is_file() for path in saved)
+    assert str(interrupted.value).startswith("interrupted; the checkpoints are in ")
+    assert sorted(path.name for path in tmp_path.glob("running-*")) == ["running-0", "running-1"]
+
+
+def run_one_fit(parent_only: bool, job: Job) -> bool:
+    return fit_until_interrupted(parent_only, [job])
