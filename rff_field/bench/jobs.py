@@ -183,19 +183,22 @@ _stopping: Optional[Any] = None
 def _start_worker(stopping: Any) -> None:
     global _stopping
     _stopping = stopping
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # between fits; a fit takes Ctrl-C itself (fit_stops)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # an idle worker outlives Ctrl-C, so the pool can wind down
     follow_parent_stop(stopping.is_set)
 
 
 def _run_unless_stopping(run: Callable[..., Any], *args: Any) -> Any:
     if _stopping is not None and _stopping.is_set():
         return None
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a job takes Ctrl-C as in the main process
     try:
         return run(*args)
     except KeyboardInterrupt:  # this worker saw the Ctrl-C first: no worker takes another job
         if _stopping is not None:
             _stopping.set()
         raise
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_jobs(
