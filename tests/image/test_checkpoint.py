@@ -8,7 +8,6 @@ order, the schedule, the filter's rate) would change them.
 from __future__ import annotations
 
 import json
-import signal
 from dataclasses import replace
 
 import imageio.v3 as iio
@@ -35,6 +34,7 @@ from rff_field.image.checkpoint import FitCheckpoint
 from rff_field.image.fit import PixelPredictor, fit_image, prepare_image, run_fit
 from tests.bench.test_image import image_folder, tiny_bench  # noqa: F401 (a fixture)
 from tests.image.test_batched import config, image
+from tests.interrupts import press_ctrl_c_on_call
 
 CASES = {
     "filtered-pe, line search, mini-batches": config("filtered-pe", iters=15, batch_size=50,
@@ -154,19 +154,6 @@ def test_a_checkpoint_that_cannot_be_written_does_not_end_the_fit(tmp_path):
     )  # its folder cannot be made: a file is there
     assert result.metrics["iters"] == 5 and "stopped" in result.metrics
     assert len(notices) == 1 and "could not save the checkpoint" in notices[0] and "goes on" in notices[0]
-
-
-def press_ctrl_c_on_call(monkeypatch, owner, name: str, at: int) -> None:
-    """Make ``owner.name`` press Ctrl-C (SIGINT) on its ``at``-th call."""
-    original, calls = getattr(owner, name), []
-
-    def pressing(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == at:
-            signal.raise_signal(signal.SIGINT)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, pressing)
 
 
 def test_ctrl_c_ends_the_iteration_saves_a_checkpoint_and_the_fit_resumes(tmp_path, monkeypatch):

@@ -24,6 +24,7 @@ from rff_field.sdf.checkpoint import sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, build_pool, load_shape
 from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_network, train_sdf
 from rff_field.sdf.run import GroundTruth, OutputConfig, run_sdf
+from tests.interrupts import press_ctrl_c_on_call
 from tests.sdf.test_cli import TINY, run_cli
 
 # TINY's options; the command line reads --bacon-max-frequency 32 as 32.0, and a checkpoint of either resumes
@@ -188,20 +189,12 @@ def test_ctrl_c_ends_the_step_saves_a_checkpoint_and_the_fit_resumes(tmp_path, p
 def test_rff_sdf_fit_interrupted_by_ctrl_c_says_how_to_go_on(tmp_path, monkeypatch, capsys):
     out = tmp_path / "fit"
     args = ["fit", "--out", out, "--method", "mlp-pe", "--iters", "10", "--no-progress", *TINY]
-    sample = MeshSDF.sample
-
-    def press_ctrl_c_at_step_4(self, n):
-        self.calls = getattr(self, "calls", 0) + 1
-        if self.calls == 4:
-            signal.raise_signal(signal.SIGINT)
-        return sample(self, n)
-
-    monkeypatch.setattr(MeshSDF, "sample", press_ctrl_c_at_step_4)
+    press_ctrl_c_on_call(monkeypatch, MeshSDF, "sample", at=4)  # during step 4
     code, _, err = run_cli(monkeypatch, capsys, *args)
     assert code == 130
     assert err.strip() == (f"rff-sdf: interrupted after step 4 of 10; its checkpoint is in {out / CHECKPOINT_FILE}, "
                            "and the same command goes on from there")  # fmt: skip
-    monkeypatch.setattr(MeshSDF, "sample", sample)
+    monkeypatch.undo()
     code, stdout, _ = run_cli(monkeypatch, capsys, *args)
     assert code == 0 and "resuming at step 4 of 10" in stdout
     assert json.loads((out / "metrics.json").read_text())["resumed_at"] == [4]
@@ -210,21 +203,13 @@ def test_rff_sdf_fit_interrupted_by_ctrl_c_says_how_to_go_on(tmp_path, monkeypat
 def test_rff_sdf_bench_interrupted_by_ctrl_c_says_to_go_on_with_resume(tmp_path, monkeypatch, capsys):
     out = tmp_path / "bench"
     args = ["bench", "--out", out, "--methods", "mlp-pe", "--iters", "10", "--log-every", "4", *TINY]
-    sample = SamplePool.sample
-
-    def press_ctrl_c_at_step_4(self, n):
-        self.calls = getattr(self, "calls", 0) + 1
-        if self.calls == 4:
-            signal.raise_signal(signal.SIGINT)
-        return sample(self, n)
-
-    monkeypatch.setattr(SamplePool, "sample", press_ctrl_c_at_step_4)
+    press_ctrl_c_on_call(monkeypatch, SamplePool, "sample", at=4)  # during step 4
     code, _, err = run_cli(monkeypatch, capsys, *args)
     checkpoint = out / "runs" / "generated" / "mlp-pe" / CHECKPOINT_FILE
     assert code == 130
     assert err.strip() == (f"rff-sdf: interrupted after step 4 of 10; its checkpoint is in {checkpoint}, "
                            "and the same command with --resume goes on from there")  # fmt: skip
-    monkeypatch.setattr(SamplePool, "sample", sample)
+    monkeypatch.undo()
     code, _, _ = run_cli(monkeypatch, capsys, *args, "--resume")
     assert code == 0
     assert json.loads((checkpoint.parent / "metrics.json").read_text())["resumed_at"] == [4]
