@@ -52,7 +52,7 @@ def call_main(prog: str, command: Any) -> tuple[int, Any]:
         print(f"{prog}: {err}", file=sys.stderr)
         return DIVERGED_EXIT_STATUS, None
     except KeyboardInterrupt as err:  # a fit says where it stopped and how to resume it
-        print(f"{prog}: {err or 'interrupted'}", file=sys.stderr)
+        print(f"{prog}: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130, None
 
 
@@ -103,7 +103,9 @@ def joined_help_lines() -> Iterator[None]:
 
 
 def parse_command(command_type: Any, description: str, args: Optional[Sequence[str]] = None, **kwargs: Any) -> Any:
-    """``tyro.cli`` with help texts joined as written (:func:`joined_help_lines`)."""
+    """``tyro.cli`` with help texts joined as written (:func:`joined_help_lines`), and the script's name, not its
+    path, in usage lines."""
+    kwargs.setdefault("prog", os.path.basename(sys.argv[0]))
     with joined_help_lines():
         return tyro.cli(command_type, args=args, description=description, **kwargs)
 

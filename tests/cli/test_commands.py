@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rff_field.cli import bench, demo, export_mesh, image, scene, sdf
-from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, join_wrapped_lines
+from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, call_main, join_wrapped_lines
 from rff_field.core.errors import UsageError
 
 BENCHMARKS = (
@@ -174,3 +174,19 @@ def test_scene_refuses_a_folder_with_files(tmp_path, monkeypatch, capsys):
     (tmp_path / "mine.txt").write_text("keep")
     assert run(scene.entrypoint, ["capture", "--out", str(tmp_path)], monkeypatch) == 2
     assert "is not empty" in capsys.readouterr().err and sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_usage_names_the_script_not_its_path(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [os.path.join("venv", "bin", "rff-image"), "fit", "--help"])
+    with pytest.raises(SystemExit):
+        image.entrypoint(["fit", "--help"])
+    assert capsys.readouterr().out.startswith("usage: rff-image fit ")
+
+
+def test_ctrl_c_before_a_fit_starts_says_interrupted(capsys):
+    class Command:
+        def main(self):
+            raise KeyboardInterrupt
+
+    assert call_main("rff-image", Command()) == (130, None)
+    assert capsys.readouterr().err == "rff-image: interrupted\n"
