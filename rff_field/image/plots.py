@@ -70,7 +70,7 @@ def plot_crops(
     """
     plt = pyplot()
     height, width = target.shape[:2]
-    size = size or max(8, min(height, width) // (4 if flat else 2))
+    size = min(size or max(8, min(height, width) // (4 if flat else 2)), height, width)
     top, left = detail_window(target, size, flat)
     gt = target.numpy()
     panels = [("target", gt, None, True), ("target (crop)", gt, None, False)]
