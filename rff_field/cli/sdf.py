@@ -23,7 +23,7 @@ from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import UsageError, check_fields
-from rff_field.sdf.data import GENERATED_SHAPE
+from rff_field.sdf.data import GENERATED_SHAPE, load_mesh
 from rff_field.sdf.fit import SDF_METHODS, SDFMethod, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.run import OutputConfig
 
@@ -205,6 +205,8 @@ class Bench:
             if self.jobs.list_jobs:
                 print_jobs(jobs, out, partial(sdf_bench.job_status, out))
                 return {"records": [], "written": {}}
+            for mesh in self.meshes:  # a bad mesh fails before any other is sampled into --out
+                load_mesh(mesh, fill_holes=self.fill_holes)
             check_writable_folder(out, "--out")
             if out.is_dir() and any(out.iterdir()):
                 if not (out / "runs").is_dir() and not (out / "pools").is_dir():

@@ -77,6 +77,11 @@ def test_not_watertight_mesh_names_the_way_out(tmp_path, monkeypatch, capsys):
     o3d.io.write_triangle_mesh(str(tmp_path / "open.ply"), mesh)
     code, _, err = run_cli(monkeypatch, capsys, "fit", "--mesh", tmp_path / "open.ply", "--out", tmp_path / "o")
     assert code == 2 and "not watertight" in err and "--fill-holes" in err
+    o3d.io.write_triangle_mesh(str(tmp_path / "closed.ply"), sphere_mesh(0.3, 3))
+    meshes = [tmp_path / "closed.ply", tmp_path / "open.ply"]
+    code, _, err = run_cli(monkeypatch, capsys, "bench", "--meshes", *meshes, "--out", tmp_path / "b", "--iters", "2")
+    assert code == 2 and "open.ply is not watertight" in err
+    assert not (tmp_path / "b").exists()  # closed.ply was not sampled first
 
 
 def test_invalid_options_are_reported(tmp_path, monkeypatch, capsys):
