@@ -40,6 +40,7 @@ from rff_field.bench.jobs import (
     run_jobs,
     selected,
 )
+from rff_field.bench.protocols import protocol_conflicts
 from rff_field.bench.variants import Variant, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
@@ -326,17 +327,6 @@ def protocol_of(config: BenchConfig) -> dict:
     return {"fit": fit, "downsample": config.downsample}
 
 
-def _conflicts(stored: dict, current: dict, prefix: str = "") -> list[str]:
-    """Keys present in both protocols with different values (options added later are not conflicts)."""
-    out = []
-    for key in stored.keys() & current.keys():
-        if isinstance(stored[key], dict) and isinstance(current[key], dict):
-            out += _conflicts(stored[key], current[key], f"{prefix}{key}.")
-        elif stored[key] != current[key]:
-            out.append(prefix + key)
-    return sorted(out)
-
-
 def image_fingerprints(jobs: list[Job]) -> dict[str, str]:
     """``{name: SHA-256 of the file}`` of the jobs' images: finished jobs are reused only for the same images."""
     sources = {job.subject: job.source for job in jobs}
@@ -354,7 +344,7 @@ def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
         raise UsageError(f"{out} is not empty and holds no benchmark (bench.json); choose another --out")
     if marker.exists():
         stored = _with_nested_line_search(json.loads(marker.read_text()).get("protocol", {}))
-        conflicts = _conflicts(stored, protocol)
+        conflicts = protocol_conflicts(stored, protocol)
         if conflicts and not config.jobs.overwrite:
             raise UsageError(
                 f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see {marker}); use "

@@ -209,13 +209,14 @@ class Bench:
                 load_mesh(mesh, fill_holes=self.fill_holes)
             check_writable_folder(out, "--out")
             if out.is_dir() and any(out.iterdir()):
-                if not (out / "runs").is_dir() and not (out / "pools").is_dir():
+                if not any((out / name).exists() for name in ("runs", "pools", sdf_bench.PROTOCOL_FILE)):
                     raise UsageError(
                         f"{out} is not empty and holds no SDF benchmark (runs/, pools/); choose another --out"
                     )
                 if not (self.resume or self.jobs.overwrite):
                     raise UsageError(f"{out} holds a benchmark; pass --resume to go on or --overwrite to rerun it")
             out.mkdir(parents=True, exist_ok=True)
+            sdf_bench.check_protocol(out, protocol, self.jobs.overwrite)
             shapes = [(Path(pool).stem, Path(pool)) for pool in self.pools]
             for mesh in () if self.pools else self.meshes or (None,):
                 name = Path(mesh).stem if mesh is not None else GENERATED_SHAPE

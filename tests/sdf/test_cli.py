@@ -117,8 +117,11 @@ def test_bench_pool_resume_and_report(tmp_path):
     with pytest.raises(UsageError):
         cli.main([*args, *TINY])
     stamp = (out / "runs/generated/mlp-pe/metrics.json").stat().st_mtime_ns
-    cli.main([*args, *TINY, "--resume"])
+    cli.main([*args, *TINY, "--resume", "--log-every", "3"])  # how often it reports is no part of the protocol
     assert (out / "runs/generated/mlp-pe/metrics.json").stat().st_mtime_ns == stamp
+    # --resume with other settings would mix runs of two protocols in one table: refused.
+    with pytest.raises(UsageError, match=r"another protocol \(pool_size, train.iters differ; see .*bench.json\)"):
+        cli.main(["bench", "--out", str(out), "--iters", "9", "--methods", "mlp-pe", *TINY, "--resume"])
     # --report-only recomputes metrics that were not exact (as from a machine without open3d).
     path = out / "runs/generated/bacon/metrics.json"
     record = json.loads(path.read_text())
