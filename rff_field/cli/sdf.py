@@ -20,7 +20,7 @@ import tyro
 from rff_field.bench.jobs import ResumableJobOptions, print_jobs
 from rff_field.cli.common import LINE_SEARCH_FLAGS, parse_command, run_command
 from rff_field.common.options import Flat
-from rff_field.common.outputs import check_writable_folder
+from rff_field.common.outputs import check_fit_folder, check_writable_folder
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.sdf.data import GENERATED_SHAPE, load_mesh
@@ -70,6 +70,7 @@ class Fit:
         if self.pool is not None and self.mesh is not None:
             raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
         check_out_dir(Path(self.out), self.overwrite)
+        check_fit_folder(Path(self.out), "SDF fit", "mesh")
         if self.pool is not None:
             from rff_field.bench.sdf import load_pool_arrays
 

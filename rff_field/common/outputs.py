@@ -81,6 +81,29 @@ def check_output_files(folder: Path, names: Iterable[str], overwrite: bool, opti
         raise UsageError(f"{folder} already holds {', '.join(existing)}; pass --overwrite or choose another {option}")
 
 
+def check_fit_folder(folder: Path, what: str, key: str) -> None:
+    """Raise :class:`UsageError` when ``folder`` (a fit's ``--out``) holds a benchmark, or the ``metrics.json`` of
+    another command's run (one without ``key``): the fit's files would be mixed with its files, or replace them.
+
+    Args:
+        folder: The fit's output folder.
+        what: The fit, for the message (e.g. ``image fit``).
+        key: A key every ``metrics.json`` of this fit has (e.g. ``image``).
+    """
+    folder = Path(folder)
+    if (folder / "bench.json").is_file() or (folder / "runs").is_dir():
+        raise UsageError(f"{folder} holds a benchmark; choose another --out for this {what}")
+    metrics = folder / "metrics.json"
+    if metrics.is_file():
+        try:
+            record = json.loads(metrics.read_text())
+        except (OSError, ValueError):
+            record = {}
+        if not isinstance(record, dict) or key not in record:
+            raise UsageError(f"{folder} holds the results of another command (its metrics.json is no {what}'s); "
+                             "choose another --out")  # fmt: skip
+
+
 def clear_outputs(folder: Path, names: Iterable[str]) -> None:
     """Remove the files ``names`` from ``folder`` where they exist (a run's own outputs, before it rewrites them)."""
     for name in names:

@@ -78,6 +78,21 @@ def test_overwrite_clears_only_the_runs_own_outputs(picture, tmp_path, monkeypat
     assert (out / "notes.txt").read_text() == "mine"
 
 
+def test_a_fit_refuses_the_folder_of_another_command(picture, tmp_path, monkeypatch, capsys):
+    image_fit, benchmark = tmp_path / "image-fit", tmp_path / "bench"
+    args = ["fit", "--image", picture, "--iters", "2", "--no-progress", "--no-lpips", "--hidden-features", "8"]
+    assert run(image.entrypoint, [*args, "--out", image_fit], monkeypatch, capsys)[0] == 0
+    before = {path.name: path.read_bytes() for path in image_fit.iterdir()}
+    code, err = run(sdf.entrypoint, ["fit", "--out", image_fit, "--overwrite", "--iters", "1"], monkeypatch, capsys)
+    assert code == 2 and "holds the results of another command (its metrics.json is no SDF fit's)" in err
+    assert {path.name: path.read_bytes() for path in image_fit.iterdir()} == before
+    benchmark.mkdir()
+    (benchmark / "bench.json").write_text("{}")
+    code, err = run(image.entrypoint, [*args, "--out", benchmark], monkeypatch, capsys)
+    assert code == 2 and "holds a benchmark; choose another --out for this image fit" in err
+    assert [path.name for path in benchmark.iterdir()] == ["bench.json"]
+
+
 def test_sdf_inputs(tmp_path, monkeypatch, capsys):
     code, err = run(sdf.entrypoint, ["fit", "--mesh", tmp_path, "--out", tmp_path / "o"], monkeypatch, capsys)
     assert code == 2 and "is a folder; give the path of a mesh file" in err
