@@ -39,7 +39,9 @@ def divergence_callback(model: Model, attributes: TrainingCallbackAttributes) ->
             first_bad["loss"] = torch.where(new, loss, first_bad["loss"])
         # nerfstudio saves a checkpoint at these steps and after the last one
         saves = trainer is not None and (
-            step_check(step, trainer.config.steps_per_save) or step + 1 >= trainer.config.max_num_iterations
+            step_check(step, trainer.config.steps_per_save)
+            or step + 1 >= trainer.config.max_num_iterations
+            or trainer.stop_training  # Ctrl-C: it saves after this step
         )
         logs = trainer is None or step_check(step, max(trainer.config.logging.steps_per_log, 1))
         if not (saves or logs):

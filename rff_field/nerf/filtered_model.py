@@ -30,6 +30,7 @@ from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_sea
 from rff_field.nerf.divergence import divergence_callback
 from rff_field.nerf.field import EncodingKind
 from rff_field.nerf.lpips import load_lpips
+from rff_field.nerf.stopping import ctrl_c_callback
 
 FIELDS_GROUP = "fields"
 """Name of the optimizer group of the fields (the INR); the filter's parameters are moved out of it."""
@@ -178,12 +179,14 @@ class FilteredModelMixin:
         return self._train_loss
 
     def filter_callbacks(self, attributes: TrainingCallbackAttributes) -> List[TrainingCallback]:
-        """Stop on divergence; attach the line search to the trainer's optimizers (under its ``GradScaler``) and
-        keep the filter's rate in the buffer saved in checkpoints every step (on the device) and log it (scalar,
-        viewer) every ``--logging.steps-per-log`` steps."""
+        """Stop on divergence, and after the step on Ctrl-C; attach the line search to the trainer's optimizers
+        (under its ``GradScaler``) and keep the filter's rate in the buffer saved in checkpoints every step (on the
+        device) and log it (scalar, viewer) every ``--logging.steps-per-log`` steps."""
         stop_on_divergence = divergence_callback(self, attributes)  # type: ignore[arg-type]
+        stop_on_ctrl_c = ctrl_c_callback(attributes)
+        stops = [stop_on_divergence] + ([stop_on_ctrl_c] if stop_on_ctrl_c is not None else [])
         if not self.has_filter:
-            return [stop_on_divergence]
+            return stops
         optimizers = attributes.optimizers
         assert optimizers is not None
         if FILTER_GROUP not in optimizers.optimizers:
@@ -223,7 +226,7 @@ class FilteredModelMixin:
             self.show_filter_lr()
 
         after_step = [TrainingCallbackLocation.AFTER_TRAIN_ITERATION]
-        callbacks = [stop_on_divergence, TrainingCallback(where_to_run=after_step, func=keep_filter_lr)]
+        callbacks = [*stops, TrainingCallback(where_to_run=after_step, func=keep_filter_lr)]
         trainer = attributes.trainer
         every = trainer.config.logging.steps_per_log if trainer is not None else 1
         if every > 0:  # at the steps where nerfstudio logs its own scalars (none when it logs nothing)

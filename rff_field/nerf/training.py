@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import random
+import signal
+import threading
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -86,9 +88,12 @@ def train_in_process(config: TrainerConfig, on_setup: Optional[Callable[[Trainer
     trainer.setup()
     if on_setup is not None:
         on_setup(trainer)
+    ctrl_c = signal.getsignal(signal.SIGINT)
     try:
         trainer.train()
     finally:
         trainer.shutdown()
         reset_nerfstudio_logging()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, ctrl_c)  # the trainer's Ctrl-C handler goes with it
     return config.get_base_dir() / "config.yml"

@@ -298,6 +298,31 @@ def test_divergence_stops_training_and_keeps_only_finite_checkpoints(trained, tm
         assert all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())
 
 
+def test_ctrl_c_stops_training_after_the_step_with_a_checkpoint(trained, tmp_path, capsys):
+    from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
+
+    config = tiny_config(trained["scene"], tmp_path / "runs", steps=10)
+    steps = []
+
+    def press_ctrl_c_at_step_3(trainer) -> None:
+        def at(step: int) -> None:
+            steps.append(step)
+            if step == 3:
+                signal.raise_signal(signal.SIGINT)
+
+        trainer.callbacks.append(TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], at))
+
+    before = signal.getsignal(signal.SIGINT)
+    train_in_process(config, on_setup=press_ctrl_c_at_step_3)
+    assert steps == [0, 1, 2, 3]  # step 3 ran to its end, and no other started
+    checkpoints = sorted((config.get_base_dir() / "nerfstudio_models").glob("step-*.ckpt"))
+    assert len(checkpoints) == 1 and torch.load(checkpoints[0], map_location="cpu")["step"] == 4
+    assert "Ctrl-C: training stops after this step and saves its checkpoint" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(KeyboardInterrupt):  # after training, Ctrl-C acts as usual
+        signal.raise_signal(signal.SIGINT)
+
+
 def test_a_checkpoint_with_non_finite_values_is_refused(trained, tmp_path, capsys):
     from rff_field.cli.export_mesh import ExportMesh, run
 
