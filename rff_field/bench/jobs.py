@@ -138,7 +138,7 @@ class WorkerPool:
 
     Ctrl-C in a terminal reaches every process: a worker's running fit ends its step, saves its checkpoint and
     stops; an idle worker ignores it, and no job starts after it. An interrupt that only this process receives
-    (``kill -INT``) stops the running fits the same way, at their next progress check.
+    (``kill -INT``) stops the running fits the same way.
     """
 
     def __init__(self, workers: int) -> None:
