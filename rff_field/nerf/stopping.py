@@ -13,6 +13,9 @@ from typing import Optional
 
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 
+PRESSED = "ctrl_c_pressed"
+"""The trainer attribute set to True when Ctrl-C stopped it (its own ``stop_training`` has other causes too)."""
+
 
 def ctrl_c_callback(attributes: TrainingCallbackAttributes) -> Optional[TrainingCallback]:
     """A callback that, before the first step, makes the first Ctrl-C end training after the step it falls in:
@@ -33,6 +36,7 @@ def ctrl_c_callback(attributes: TrainingCallbackAttributes) -> Optional[Training
                 raise KeyboardInterrupt
             return
         trainer.stop_training = True
+        setattr(trainer, PRESSED, True)
         print(
             f"Ctrl-C: training stops after this step and saves its checkpoint in {trainer.checkpoint_dir} (ns-train "
             "with --load-dir goes on from it); press Ctrl-C again to stop at once",

@@ -17,7 +17,9 @@ import torch
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils import profiler, writer
 
+from rff_field.common.stopping import FitInterrupted
 from rff_field.nerf.quiet import quiet_known_warnings
+from rff_field.nerf.stopping import PRESSED
 
 __all__ = ["lite_config", "quiet_known_warnings", "reset_nerfstudio_logging", "train_in_process"]
 
@@ -76,6 +78,9 @@ def train_in_process(config: TrainerConfig, on_setup: Optional[Callable[[Trainer
     Args:
         config: The trainer config; its timestamp is set now.
         on_setup: Called with the trainer after its setup and before the first step (e.g. to watch it).
+
+    Raises:
+        FitInterrupted: When Ctrl-C stopped training (after its step, with a checkpoint).
     """
     reset_nerfstudio_logging()
     config.set_timestamp()
@@ -91,6 +96,8 @@ def train_in_process(config: TrainerConfig, on_setup: Optional[Callable[[Trainer
     ctrl_c = signal.getsignal(signal.SIGINT)
     try:
         trainer.train()
+        if getattr(trainer, PRESSED, False):  # its checkpoint is saved, but the caller's work stops here
+            raise FitInterrupted(f"interrupted after step {trainer.step} of {config.max_num_iterations}")
     finally:
         trainer.shutdown()
         reset_nerfstudio_logging()

@@ -21,6 +21,7 @@ import torch
 import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 
+from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import TrainingDiverged
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.nerf.filtered_model import FIELDS_GROUP, FILTER_LR_TAG
@@ -313,7 +314,8 @@ def test_ctrl_c_stops_training_after_the_step_with_a_checkpoint(trained, tmp_pat
         trainer.callbacks.append(TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], at))
 
     before = signal.getsignal(signal.SIGINT)
-    train_in_process(config, on_setup=press_ctrl_c_at_step_3)
+    with pytest.raises(FitInterrupted, match="interrupted after step 4 of 10"):  # the demo and benchmark stop
+        train_in_process(config, on_setup=press_ctrl_c_at_step_3)
     assert steps == [0, 1, 2, 3]  # step 3 ran to its end, and no other started
     checkpoints = sorted((config.get_base_dir() / "nerfstudio_models").glob("step-*.ckpt"))
     assert len(checkpoints) == 1 and torch.load(checkpoints[0], map_location="cpu")["step"] == 4
