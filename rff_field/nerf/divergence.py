@@ -41,7 +41,7 @@ def divergence_callback(model: Model, attributes: TrainingCallbackAttributes) ->
         saves = trainer is not None and (
             step_check(step, trainer.config.steps_per_save)
             or step + 1 >= trainer.config.max_num_iterations
-            or trainer.stop_training  # Ctrl-C: it saves after this step
+            or getattr(trainer, "stop_training", False)  # Ctrl-C: it saves after this step (set in train())
         )
         logs = trainer is None or step_check(step, max(trainer.config.logging.steps_per_log, 1))
         if not (saves or logs):

@@ -29,7 +29,7 @@ def ctrl_c_callback(attributes: TrainingCallbackAttributes) -> Optional[Training
 
     def handler(signum, frame) -> None:
         signal.signal(signal.SIGINT, previous[0])  # a second Ctrl-C acts at once
-        if trainer.training_state == "completed" or trainer.stop_training:
+        if trainer.training_state == "completed" or getattr(trainer, "stop_training", False):
             if callable(previous[0]):
                 previous[0](signum, frame)
             elif previous[0] != signal.SIG_IGN:
