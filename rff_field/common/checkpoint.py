@@ -52,10 +52,23 @@ def settings_key(*parts: Any) -> str:
     return json.dumps(list(parts), sort_keys=True, default=str)
 
 
+REPORTING_OPTIONS = ("log_every", "lpips", "dump_embedding", "error_vmax")
+"""Options that change what a fit reports, not the steps it takes: a checkpoint resumes under other values."""
+
+
+def _steps_only(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _steps_only(item) for key, item in value.items() if key not in REPORTING_OPTIONS}
+    if isinstance(value, list):
+        return [_steps_only(item) for item in value]
+    return value
+
+
 def same_settings(first: str, second: str) -> bool:
-    """Whether two :func:`settings_key` strings hold the same values (an option given as 32 equals one of 32.0)."""
+    """Whether two :func:`settings_key` strings hold the same values (an option given as 32 equals one of 32.0),
+    apart from :data:`REPORTING_OPTIONS`."""
     try:
-        return first == second or json.loads(first) == json.loads(second)
+        return first == second or _steps_only(json.loads(first)) == _steps_only(json.loads(second))
     except ValueError:
         return False
 

@@ -75,6 +75,15 @@ def test_a_stopped_batch_resumes_where_it_stopped(tmp_path):
         assert_same_fit(resumed, uninterrupted)
 
 
+def test_a_fit_that_reports_otherwise_resumes_the_checkpoint(tmp_path):
+    fit, path = CASES["mlp-rff"], tmp_path / "checkpoint.pt"
+    fit_image(image(0), fit, progress=False, stop_at=0.0, checkpoint=path)  # stops at iteration 5
+    reporting = replace(fit, log_every=3, dump_embedding=2, error_vmax=0.5)
+    resumed = fit_image(image(0), reporting, progress=False, checkpoint=path)
+    assert resumed.metrics["resumed_at"] == [5]
+    assert_same_fit(resumed, fit_image(image(0), fit, progress=False))
+
+
 def test_a_checkpoint_of_other_settings_or_another_image_is_not_resumed(tmp_path):
     fit = CASES["mlp-rff"]
     path = tmp_path / "checkpoint.pt"
