@@ -1,17 +1,24 @@
 """Every console script and subcommand answers --help, and the benchmark helpers run on tiny inputs."""
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from rff_field.cli import bench, demo, export_mesh, image, scene, sdf
+from rff_field.cli import bench, demo, export_mesh, image, launch, scene, sdf
 from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, call_main, join_wrapped_lines
 from rff_field.core.errors import UsageError
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 BENCHMARKS = (
     "image image-merge image-timing filter-timing batch-timing reproduction-report scale-report sdf nerf nerf-timing "
@@ -190,3 +197,24 @@ def test_ctrl_c_before_a_fit_starts_says_interrupted(capsys):
 
     assert call_main("rff-image", Command()) == (130, None)
     assert capsys.readouterr().err == "rff-image: interrupted\n"
+
+
+def test_every_console_script_answers_help_through_its_launcher(monkeypatch, capsys):
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {*COMMANDS, "rff-demo"}
+    for name, target in scripts.items():
+        module, _, function = target.partition(":")
+        monkeypatch.setattr(sys, "argv", [name, "--help"])
+        with pytest.raises(SystemExit) as info:
+            getattr(importlib.import_module(module), function)()
+        assert info.value.code == 0 and capsys.readouterr().out.startswith(f"usage: {name}")
+
+
+def test_ctrl_c_while_a_command_loads_says_interrupted(monkeypatch, capsys):
+    def press_ctrl_c(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib, "import_module", press_ctrl_c)
+    with pytest.raises(SystemExit) as info:
+        launch.rff_image()
+    assert info.value.code == 130 and capsys.readouterr().err == "rff-image: interrupted\n"
