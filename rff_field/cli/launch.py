@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from functools import partial
 
 
 def launch(module: str, prog: str) -> None:
@@ -17,25 +18,9 @@ def launch(module: str, prog: str) -> None:
     entrypoint()
 
 
-def rff_image() -> None:
-    launch("image", "rff-image")
-
-
-def rff_sdf() -> None:
-    launch("sdf", "rff-sdf")
-
-
-def rff_export_mesh() -> None:
-    launch("export_mesh", "rff-export-mesh")
-
-
-def rff_demo() -> None:
-    launch("demo", "rff-demo")
-
-
-def rff_bench() -> None:
-    launch("bench", "rff-bench")
-
-
-def rff_scene() -> None:
-    launch("scene", "rff-scene")
+rff_image = partial(launch, "image", "rff-image")
+rff_sdf = partial(launch, "sdf", "rff-sdf")
+rff_export_mesh = partial(launch, "export_mesh", "rff-export-mesh")
+rff_demo = partial(launch, "demo", "rff-demo")
+rff_bench = partial(launch, "bench", "rff-bench")
+rff_scene = partial(launch, "scene", "rff-scene")
