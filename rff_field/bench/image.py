@@ -21,7 +21,6 @@ import copy
 import hashlib
 import json
 import math
-import os
 import shutil
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -47,7 +46,7 @@ from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
-from rff_field.common.outputs import check_writable_folder
+from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, write_json
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
@@ -335,7 +334,7 @@ def image_fingerprints(jobs: list[Job]) -> dict[str, str]:
 
 def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
     out = config.out
-    marker = out / "bench.json"
+    marker = out / BENCHMARK_FILE
     protocol = json.loads(json.dumps({**protocol_of(config), "images": image_fingerprints(jobs)}))
     stored = None
     check_writable_folder(out, "--out")
@@ -354,18 +353,16 @@ def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
             protocol = {**stored, "images": {**stored.get("images", {}), **protocol["images"]}}
     out.mkdir(parents=True, exist_ok=True)
     if not marker.exists() or config.jobs.overwrite or protocol != stored:
-        partial = out / f".bench.json.{os.getpid()}"
-        partial.write_text(json.dumps({"protocol": protocol}, indent=1) + "\n")
-        os.replace(partial, marker)  # atomic: parallel jobs may read it
+        write_json(marker, {"protocol": protocol})  # atomic: parallel jobs may read it
 
 
 def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: dict[str, str]) -> int:
     """Symlink every finished job folder (``{runs,sweep,long}/<image>/<label>``) of the source folders into
     ``out`` (a source's ``runs`` jobs go to the group given with it, if any)."""
     out.mkdir(parents=True, exist_ok=True)
-    first = sources[0][0] / "bench.json"
-    if not (out / "bench.json").exists() and first.exists():
-        shutil.copy(first, out / "bench.json")
+    first = sources[0][0] / BENCHMARK_FILE
+    if not (out / BENCHMARK_FILE).exists() and first.exists():
+        shutil.copy(first, out / BENCHMARK_FILE)
     linked = {}
     for source, main_group in sources:
         for metrics in sorted(source.glob("*/*/*/metrics.json")):

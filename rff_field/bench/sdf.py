@@ -26,7 +26,7 @@ from rff_field.bench.protocols import protocol_conflicts
 from rff_field.bench.variants import Variant, parse_variant, safe_label, set_options
 from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
-from rff_field.common.outputs import write_json
+from rff_field.common.outputs import BENCHMARK_FILE, write_json
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.checkpoint import SDFCheckpoint
 from rff_field.sdf.data import SamplePool
@@ -127,10 +127,6 @@ def write_pool(
     return out
 
 
-PROTOCOL_FILE = "bench.json"
-"""The protocol of the benchmark in a folder, written before its first run."""
-
-
 def runs_protocol(protocol: dict) -> dict:
     """What every run of one benchmark folder must share: the network, the training and how a run is measured (its
     shapes and methods may grow)."""
@@ -144,7 +140,7 @@ def runs_protocol(protocol: dict) -> dict:
 def check_protocol(out: Path, protocol: dict, overwrite: bool) -> None:
     """Refuse to add runs of another protocol to the benchmark in ``out`` (with ``overwrite`` every run is redone
     with this one), and record ``protocol`` there."""
-    marker = out / PROTOCOL_FILE
+    marker = out / BENCHMARK_FILE
     earlier = marker if marker.is_file() else out / "results.json"  # folders from before bench.json
     if earlier.is_file() and not overwrite:
         stored = runs_protocol(json.loads(earlier.read_text()).get("protocol", {}))

@@ -42,7 +42,7 @@ from rff_field.cli import image as image_cli
 from rff_field.cli import sdf as sdf_cli
 from rff_field.cli.common import run_command
 from rff_field.common.options import Flat
-from rff_field.common.outputs import check_writable_folder
+from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder
 from rff_field.core.errors import UsageError
 
 
@@ -66,7 +66,7 @@ class ImageMerge:
         for source in (*self.sources, *self.long_sources):
             if not source.is_dir():
                 raise UsageError(f"{source} is not a folder")
-            if not (source / "bench.json").is_file():
+            if not (source / BENCHMARK_FILE).is_file():
                 raise UsageError(f"{source} holds no image benchmark (bench.json); give folders of `rff-bench image`")
         if any("=" not in a for a in self.alias):
             raise UsageError(f"--alias takes FROM=TO, got {' '.join(self.alias)}")

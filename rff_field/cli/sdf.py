@@ -20,7 +20,7 @@ import tyro
 from rff_field.bench.jobs import ResumableJobOptions, print_jobs
 from rff_field.cli.common import LINE_SEARCH_FLAGS, parse_command, run_command
 from rff_field.common.options import Flat
-from rff_field.common.outputs import check_fit_folder, check_writable_folder
+from rff_field.common.outputs import BENCHMARK_FILE, check_fit_folder, check_writable_folder
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.sdf.data import GENERATED_SHAPE, load_mesh
@@ -210,7 +210,7 @@ class Bench:
                 load_mesh(mesh, fill_holes=self.fill_holes)
             check_writable_folder(out, "--out")
             if out.is_dir() and any(out.iterdir()):
-                if not any((out / name).exists() for name in ("runs", "pools", sdf_bench.PROTOCOL_FILE)):
+                if not any((out / name).exists() for name in ("runs", "pools", BENCHMARK_FILE)):
                     raise UsageError(
                         f"{out} is not empty and holds no SDF benchmark (runs/, pools/); choose another --out"
                     )

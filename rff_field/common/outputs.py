@@ -81,6 +81,10 @@ def check_output_files(folder: Path, names: Iterable[str], overwrite: bool, opti
         raise UsageError(f"{folder} already holds {', '.join(existing)}; pass --overwrite or choose another {option}")
 
 
+BENCHMARK_FILE = "bench.json"
+"""The file that marks a benchmark's folder and holds its protocol (``rff-image bench``, ``rff-sdf bench``)."""
+
+
 def check_fit_folder(folder: Path, what: str, key: str) -> None:
     """Raise :class:`UsageError` when ``folder`` (a fit's ``--out``) holds a benchmark, or the ``metrics.json`` of
     another command's run (one without ``key``): the fit's files would be mixed with its files, or replace them.
@@ -91,7 +95,7 @@ def check_fit_folder(folder: Path, what: str, key: str) -> None:
         key: A key every ``metrics.json`` of this fit has (e.g. ``image``).
     """
     folder = Path(folder)
-    if (folder / "bench.json").is_file() or (folder / "runs").is_dir():
+    if (folder / BENCHMARK_FILE).is_file() or (folder / "runs").is_dir():
         raise UsageError(f"{folder} holds a benchmark; choose another --out for this {what}")
     metrics = folder / "metrics.json"
     if metrics.is_file():
