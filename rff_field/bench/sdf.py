@@ -69,7 +69,9 @@ class MethodSpec:
 def parse_method(spec: str) -> MethodSpec:
     """Parse ``[LABEL:]METHOD[,key=value...]``; keys are network or training options; checked now."""
     method = MethodSpec(parse_variant(spec, methods=SDF_METHODS))
-    method.configs(SDFNetworkConfig(), SDFTrainConfig())
+    network, train = method.configs(SDFNetworkConfig(), SDFTrainConfig())
+    network.check()
+    train.check()
     return method
 
 

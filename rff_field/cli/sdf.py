@@ -331,7 +331,7 @@ def _check_common(
         raise UsageError("--device auto is not read here; use --device cpu or cuda")
     from rff_field.common.machine import resolve_device  # imports torch: not needed for --help
 
-    resolve_device(train.device)
+    resolve_device(train.device, fallback="cpu")
 
 
 Command = Union[

@@ -11,8 +11,9 @@ import torch
 from rff_field.core.errors import UsageError
 
 
-def resolve_device(device: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; a device this machine lacks, or no device, is an error."""
+def resolve_device(device: str, fallback: str = "cpu or auto") -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; a device this machine lacks, or no device, is an error that
+    suggests ``fallback``."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -21,7 +22,7 @@ def resolve_device(device: str) -> torch.device:
         raise UsageError(f"--device {device} is not a torch device; use e.g. cpu, cuda or cuda:1") from None
     missing = missing_accelerator(resolved)
     if missing == "CUDA":
-        raise UsageError(f"--device {device} was asked for but CUDA is not available; use --device cpu or auto")
+        raise UsageError(f"--device {device} was asked for but CUDA is not available; use --device {fallback}")
     if missing == "MPS":
         raise UsageError("--device mps was asked for but MPS (Apple GPUs) is not available; use --device cpu")
     return resolved

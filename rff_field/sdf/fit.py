@@ -110,6 +110,8 @@ class SDFNetworkConfig(NetworkConfig):
         check_fields(self, positive=("bacon_max_frequency",))
         if self.method == "bacon" and self.hidden_layers is not None and self.hidden_layers < 1:
             raise UsageError(f"BACON needs at least one hidden layer, got --hidden-layers {self.hidden_layers}")
+        if self.pe == "wire" and self.method.endswith("-pe"):
+            raise UsageError("the WIRE PE needs an image size; use --pe loglinear or --pe pow2 for shapes")
 
     def resolved(self) -> "SDFNetworkConfig":
         """A copy with the per-method defaults filled in."""
@@ -141,8 +143,6 @@ def build_sdf_network(config: SDFNetworkConfig, seed: int = 0) -> nn.Module:
             output_layers=outputs,
             seed=seed,
         )
-    if config.pe == "wire" and config.method.endswith("-pe"):
-        raise UsageError("the WIRE PE needs an image size; use --pe loglinear or --pe pow2 for shapes")
     return build_network(config, in_dim=3, out_dim=1)
 
 

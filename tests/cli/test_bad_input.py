@@ -111,6 +111,9 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
         (["fit", "--device", "gpu"], "--device gpu is not a torch device; use e.g. cpu, cuda or cuda:1"),
         (["fit", "--device", "mps"], "--device mps was asked for but MPS (Apple GPUs) is not available"),
         (["fit", "--pool", "PICTURE"], "is not a sample pool (an .npz written by `rff-sdf pool`)"),
+        (["fit", "--pe", "wire"], "the WIRE PE needs an image size; use --pe loglinear or --pe pow2 for shapes"),
+        (["bench", "--methods", "siren", "mlp-pe,pe=wire"], "the WIRE PE needs an image size"),
+        (["bench", "--methods", "mlp-pe,hidden_features=0"], "--hidden-features must be positive"),
         (["bench", "--meshes", "OUT/missing.ply"], "no mesh file"),
         (["bench", "--meshes", "OUT/a/bunny.ply", "OUT/b/bunny.ply"], "two shapes are named bunny"),
         (["bench", "--figure-mesh", "bunny"], "--figure-mesh bunny is not one of the shapes: generated"),
@@ -140,6 +143,16 @@ def test_sdf_options_fail_before_any_work(args, message, picture, tmp_path, monk
     code, err = run(sdf.entrypoint, [*args, *extra], monkeypatch, capsys)
     assert code == 2 and message.replace("OUT", str(tmp_path)) in err and err.strip().count("\n") == 0
     assert not out.exists() and not (tmp_path / "p.npz").exists() and not any((tmp_path / "dir.npz").iterdir())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("command", ["fit", "bench"])
+def test_sdf_device_advice_names_a_device_the_command_takes(command, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    code, err = run(sdf.entrypoint, [command, "--device", "cuda", "--out", out], monkeypatch, capsys)
+    assert code == 2 and err.strip().endswith("CUDA is not available; use --device cpu")
+    code, err = run(sdf.entrypoint, [command, "--device", "auto", "--out", out], monkeypatch, capsys)
+    assert code == 2 and err.strip().endswith("use --device cpu or cuda") and not out.exists()
 
 
 def test_timing_options_fail_before_measuring(picture, tmp_path, monkeypatch, capsys):
