@@ -6,6 +6,7 @@ pymcubes is missing) and :func:`write_ply` also work on a machine that has neith
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
@@ -14,6 +15,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from rff_field.common.progress import counted_progress
 from rff_field.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -28,8 +30,10 @@ def sample_grid(
     resolution: int,
     batch_size: int = 2**17,
     device: torch.device | str = "cpu",
+    progress: Optional[str] = None,
 ) -> np.ndarray:
-    """Evaluate ``fn`` on a ``resolution**3`` grid of points spanning the box, a slab at a time.
+    """Evaluate ``fn`` on a ``resolution**3`` grid of points spanning the box, a slab at a time (with a progress
+    bar described as ``progress``, when given).
 
     Returns:
         Array ``[R, R, R]`` indexed ``[ix, iy, iz]``.
@@ -38,11 +42,16 @@ def sample_grid(
     values = np.empty((resolution,) * 3, dtype=np.float32)
     yz = torch.stack(torch.meshgrid(axes[1], axes[2], indexing="ij"), dim=-1).reshape(-1, 2)
     slabs = max(1, batch_size // yz.shape[0])
-    for start in range(0, resolution, slabs):
-        xs = axes[0][start : start + slabs]
-        pts = torch.cat([xs.repeat_interleave(yz.shape[0])[:, None], yz.repeat(len(xs), 1)], dim=-1)
-        out = fn(pts).reshape(len(xs), resolution, resolution)
-        values[start : start + len(xs)] = out.float().cpu().numpy()
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(counted_progress()) if progress is not None else None
+        task = bar.add_task(progress, total=resolution) if bar is not None else None
+        for start in range(0, resolution, slabs):
+            xs = axes[0][start : start + slabs]
+            pts = torch.cat([xs.repeat_interleave(yz.shape[0])[:, None], yz.repeat(len(xs), 1)], dim=-1)
+            out = fn(pts).reshape(len(xs), resolution, resolution)
+            values[start : start + len(xs)] = out.float().cpu().numpy()
+            if bar is not None:
+                bar.advance(task, len(xs))
     return values
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -16,6 +18,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+LOG_WIDTH = 160
+"""Columns of a progress line written where the output is not a terminal."""
+
 
 class LoggedProgress(Progress):
     """rich's ``Progress``, which also shows progress where its output is not a terminal (a log file, a pipe).
@@ -25,6 +30,8 @@ class LoggedProgress(Progress):
     """
 
     def __init__(self, *columns: Any, log_interval_s: float = 60.0, **kwargs: Any) -> None:
+        if kwargs.get("console") is None and not Console().is_terminal and "COLUMNS" not in os.environ:
+            kwargs["console"] = Console(width=LOG_WIDTH)  # rich's 80 columns would cut the counts and times off
         super().__init__(*columns, **kwargs)
         self.log_interval_s = log_interval_s
         self._logged_at = time.monotonic()
@@ -44,6 +51,12 @@ class LoggedProgress(Progress):
         if now - self._logged_at >= self.log_interval_s:
             self._logged_at = now
             self.console.print(self.get_renderable())
+
+
+def counted_progress() -> LoggedProgress:
+    """A bar with its task's description, count done of total, time spent and time left."""
+    return LoggedProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TimeRemainingColumn())  # fmt: skip
 
 
 @contextmanager

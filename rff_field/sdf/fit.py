@@ -377,14 +377,18 @@ def extract_mesh(
     device: Union[str, torch.device] = "cpu",
     batch_size: int = 1 << 16,
     bound: float = 0.5,
+    progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Marching cubes of the network's zero level set on a ``resolution**3`` grid over ``[-bound, bound]^3``.
+    """Marching cubes of the network's zero level set on a ``resolution**3`` grid over ``[-bound, bound]^3`` (a
+    progress bar over the grid's slabs if ``progress``).
 
     Returns:
         Vertices and outward-facing triangles (empty if the level set is not crossed).
     """
     network.to(device).eval()
-    values = sample_grid(lambda p: network(p).squeeze(-1), [-bound] * 3, [bound] * 3, resolution, batch_size, device)
+    description = f"mesh grid {resolution}^3" if progress else None
+    values = sample_grid(lambda p: network(p).squeeze(-1), [-bound] * 3, [bound] * 3, resolution, batch_size, device,
+                         progress=description)  # fmt: skip
     if not np.isfinite(values).all():
         return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
     vertices, triangles = marching_cubes(values, [-bound] * 3, [bound] * 3, level=0.0)

@@ -183,8 +183,12 @@ def run_sdf(
         return {"stopped": result.stopped, "iters": result.iters, "label": label}
 
     t0 = time.perf_counter()
-    vertices, triangles = extract_mesh(network, output.resolution, train_config.device, output.grid_batch)
+    vertices, triangles = extract_mesh(
+        network, output.resolution, train_config.device, output.grid_batch, progress=progress
+    )
     mesh_seconds = time.perf_counter() - t0
+    if progress and len(triangles):
+        print(f"measuring the mesh against the ground truth ({output.eval_samples} points each)", flush=True)
     t0 = time.perf_counter()
     metrics = shape_metrics(
         Surface(vertices, triangles, exact=gt.surface.exact),
