@@ -33,8 +33,5 @@ def load_lpips(notify: Callable[[str], None]) -> Optional[nn.Module]:
     except Exception as error:  # offline: URLError; missing torchvision: ImportError; corrupt cache: RuntimeError
         message = str(error).strip()
         _failure = message.splitlines()[0] if message else type(error).__name__
-        notify(
-            f"LPIPS skipped (reported as null): AlexNet's weights could not be loaded ({_failure}); "
-            "PSNR and SSIM are still computed"
-        )
+        notify(f"LPIPS skipped: AlexNet's weights could not be loaded ({_failure}); PSNR and SSIM are still computed")
         return None

@@ -29,7 +29,8 @@ class NetworkConfig:
 
     method: Method = "filtered-pe"
     """Network: ReLU MLP on PE or RFF (``mlp-*``), the same with the bias-free filter (``filtered-*``), or a
-    baseline (``siren``, ``gauss``, ``wire``)."""
+    baseline (``siren``, ``gauss``, ``wire``; ``sape``, an MLP whose embedding reveals higher frequencies region
+    by region as the fit goes on, for images)."""
     hidden_features: int = 256
     """Width of the hidden layers (WIRE uses int(width / sqrt(2)) complex features)."""
     hidden_layers: int = 2
