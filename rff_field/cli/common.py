@@ -8,6 +8,7 @@ exit status 3, Ctrl-C into 130, and a closed output pipe (``rff-image --help | h
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import re
@@ -135,3 +136,25 @@ def run_command(
     if status:
         sys.exit(status)
     return result
+
+
+FILTER_ONLY_OPTIONS = ("filter_layers", "filter_bias", "filter_residual", "filter_init", "filter_init_gain",
+                       "line_search", "filter_lr", "filter_schedule")  # fmt: skip
+"""Options of a network or training config that only a filtered method reads."""
+
+
+def note_unused_filter_options(method: str, *configs: Any) -> None:
+    """A notice on stderr naming the filter's options given away from their defaults to ``method`` when it has no
+    filter (they are ignored)."""
+    if method.startswith("filtered-"):
+        return
+    given = []
+    for config in configs:
+        for spec in dataclasses.fields(config):
+            if spec.name in FILTER_ONLY_OPTIONS:
+                default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
+                if getattr(config, spec.name) != default:
+                    given.append("--" + spec.name.replace("_", "-") + (".*" if spec.name == "line_search" else ""))
+    if given:
+        print(f"note: {method} has no filter, so {', '.join(given)} {'is' if len(given) == 1 else 'are'} ignored",
+              file=sys.stderr)  # fmt: skip

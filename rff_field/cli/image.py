@@ -12,7 +12,7 @@ import tyro
 from rff_field.bench.image import BenchConfig
 from rff_field.bench.image import run_bench as run_image_bench
 from rff_field.bench.protocols import build_config, read_protocol
-from rff_field.cli.common import LINE_SEARCH_FLAGS, run_command
+from rff_field.cli.common import LINE_SEARCH_FLAGS, note_unused_filter_options, run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_fit_folder
 from rff_field.core.errors import USAGE_EXIT_STATUS, UsageError
@@ -58,6 +58,7 @@ class Fit:
         name = self.image.stem if self.image is not None else "astronaut"
         out = self.out or Path("outputs/rff-image") / f"{name}-{self.config.network.method}"
         check_fit_folder(out, "image fit", "image")
+        note_unused_filter_options(self.config.network.method, self.config.network, self.config)
         metrics = run_fit(self.image, out, self.config, self.downsample, self.overwrite, progress=self.progress)
         print(
             f"{metrics['method']} on {metrics['image']} ({metrics['width']}x{metrics['height']}): "

@@ -18,7 +18,7 @@ from typing import Annotated, Optional, Union
 import tyro
 
 from rff_field.bench.jobs import ResumableJobOptions, print_jobs
-from rff_field.cli.common import LINE_SEARCH_FLAGS, parse_command, run_command
+from rff_field.cli.common import LINE_SEARCH_FLAGS, note_unused_filter_options, parse_command, run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import BENCHMARK_FILE, check_fit_folder, check_writable_folder
 from rff_field.common.stopping import FitInterrupted
@@ -71,6 +71,7 @@ class Fit:
             raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
         check_out_dir(Path(self.out), self.overwrite)
         check_fit_folder(Path(self.out), "SDF fit", "mesh")
+        note_unused_filter_options(self.network.method, self.network, self.train)
         if self.pool is not None:
             from rff_field.bench.sdf import load_pool_arrays
 

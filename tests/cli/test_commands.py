@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rff_field.cli import bench, demo, export_mesh, image, launch, scene, sdf
-from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, call_main, join_wrapped_lines
+from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, call_main, join_wrapped_lines, note_unused_filter_options
 from rff_field.core.errors import UsageError
 
 try:
@@ -218,3 +218,23 @@ def test_ctrl_c_while_a_command_loads_says_interrupted(monkeypatch, capsys):
     with pytest.raises(SystemExit) as info:
         launch.rff_image()
     assert info.value.code == 130 and capsys.readouterr().err == "rff-image: interrupted\n"
+
+
+def test_filter_options_given_to_a_method_without_a_filter_get_a_note(capsys):
+    from rff_field.core.optim import LineSearchConfig
+    from rff_field.image.fit import FitConfig
+    from rff_field.inr.config import NetworkConfig
+    from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig
+
+    config = FitConfig(network=NetworkConfig(method="mlp-pe", filter_residual=True))
+    config.line_search = LineSearchConfig(lr_max=0.01)
+    note_unused_filter_options("mlp-pe", config.network, config)
+    assert (
+        capsys.readouterr().err.strip()
+        == "note: mlp-pe has no filter, so --filter-residual, --line-search.* are ignored"
+    )
+    note_unused_filter_options("filtered-pe", config.network, config)
+    note_unused_filter_options("mlp-pe", NetworkConfig(method="mlp-pe"), FitConfig())
+    assert capsys.readouterr().err == ""
+    note_unused_filter_options("siren", SDFNetworkConfig(method="siren"), SDFTrainConfig(filter_lr=0.1))
+    assert capsys.readouterr().err.strip() == "note: siren has no filter, so --filter-lr is ignored"
