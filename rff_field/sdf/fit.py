@@ -359,6 +359,9 @@ def train_sdf(
         finally:
             if search is not None:
                 search.remove()
+    finished = result.stopped is None and result.diverged is None and len(result.loss) == config.iters
+    if checkpoint is not None and finished and first_step < config.iters:
+        save(config.iters)  # the mesh and metrics take minutes; killed then, the fit resumes with no step to take
     sync()
     result.seconds = before[0] + time.perf_counter() - start
     result.cpu_seconds = before[1] + time.process_time() - cpu_start

@@ -22,6 +22,7 @@ from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
+from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.sdf.checkpoint import sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
@@ -182,22 +183,28 @@ def run_sdf(
     if result.stopped is not None:
         return {"stopped": result.stopped, "iters": result.iters, "label": label}
 
-    t0 = time.perf_counter()
-    vertices, triangles = extract_mesh(
-        network, output.resolution, train_config.device, output.grid_batch, progress=progress
-    )
-    mesh_seconds = time.perf_counter() - t0
-    if progress and len(triangles):
-        print(f"measuring the mesh against the ground truth ({output.eval_samples} points each)", flush=True)
-    t0 = time.perf_counter()
-    metrics = shape_metrics(
-        Surface(vertices, triangles, exact=gt.surface.exact),
-        gt.surface,
-        num_samples=output.eval_samples,
-        f_threshold=output.f_threshold,
-        gt_samples=(gt.surface_points, gt.surface_normals),
-    )
-    eval_seconds = time.perf_counter() - t0
+    try:
+        t0 = time.perf_counter()
+        vertices, triangles = extract_mesh(
+            network, output.resolution, train_config.device, output.grid_batch, progress=progress
+        )
+        mesh_seconds = time.perf_counter() - t0
+        if progress and len(triangles):
+            print(f"measuring the mesh against the ground truth ({output.eval_samples} points each)", flush=True)
+        t0 = time.perf_counter()
+        metrics = shape_metrics(
+            Surface(vertices, triangles, exact=gt.surface.exact),
+            gt.surface,
+            num_samples=output.eval_samples,
+            f_threshold=output.f_threshold,
+            gt_samples=(gt.surface_points, gt.surface_normals),
+        )
+        eval_seconds = time.perf_counter() - t0
+    except KeyboardInterrupt:  # the checkpoint of the last step lets the same command go straight to the mesh
+        saved = [checkpoint] if checkpoint.is_file() else []
+        raise FitInterrupted(
+            f"interrupted after training ({result.iters} steps), while meshing and measuring", saved
+        ) from None
 
     if len(triangles):
         write_ply(vertices, triangles, out / "mesh.ply", overwrite=True)

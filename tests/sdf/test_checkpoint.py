@@ -17,10 +17,11 @@ import torch
 
 from rff_field.bench import sdf as sdf_bench
 from rff_field.cli import sdf as cli
-from rff_field.common.checkpoint import CHECKPOINT_FILE
+from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.optim import LineSearchConfig
-from rff_field.sdf.checkpoint import sdf_settings
+from rff_field.sdf import fit as sdf_fit
+from rff_field.sdf.checkpoint import SDFCheckpoint, sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, build_pool, load_shape
 from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_network, train_sdf
 from rff_field.sdf.run import GroundTruth, OutputConfig, run_sdf
@@ -180,9 +181,15 @@ def test_ctrl_c_ends_the_step_saves_a_checkpoint_and_the_fit_resumes(tmp_path, p
     assert resumed.filter_lr == uninterrupted.filter_lr
     for key, value in reference.state_dict().items():
         assert torch.equal(network.state_dict()[key], value), key
+    assert checkpoint_iteration(path, SDFCheckpoint) == 15  # kept for the mesh and metrics, which take minutes
     # a second Ctrl-C does not wait for the end of the step
     with pytest.raises(KeyboardInterrupt) as interrupted:
-        fit("filtered-pe", SDFTrainConfig(**TRAIN), CtrlCPool(pool_arrays, at=3, presses=2), checkpoint=path)
+        fit(
+            "filtered-pe",
+            SDFTrainConfig(**TRAIN),
+            CtrlCPool(pool_arrays, at=3, presses=2),
+            checkpoint=tmp_path / "2.pt",
+        )
     assert type(interrupted.value) is KeyboardInterrupt and signal.getsignal(signal.SIGINT) is handler
 
 
@@ -198,6 +205,24 @@ def test_rff_sdf_fit_interrupted_by_ctrl_c_says_how_to_go_on(tmp_path, monkeypat
     code, stdout, _ = run_cli(monkeypatch, capsys, *args)
     assert code == 0 and "resuming at step 4 of 10" in stdout
     assert json.loads((out / "metrics.json").read_text())["resumed_at"] == [4]
+
+
+def test_a_fit_interrupted_while_meshing_goes_on_without_training_again(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "fit"
+    args = ["fit", "--out", out, "--method", "filtered-pe", "--iters", "10", "--no-progress", *TINY]
+    press_ctrl_c_on_call(monkeypatch, sdf_fit, "sample_grid", at=1)
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 130
+    where = "rff-sdf: interrupted after training (10 steps), while meshing and measuring"
+    assert (
+        err.strip() == f"{where}; its checkpoint is in {out / CHECKPOINT_FILE}, and the same command goes on from there"
+    )
+    monkeypatch.undo()
+    steps = []
+    monkeypatch.setattr(MeshSDF, "sample", lambda *a, **k: steps.append(1))  # a step taken would fail here
+    code, stdout, _ = run_cli(monkeypatch, capsys, *args)
+    assert code == 0 and "resuming at step 10 of 10" in stdout and steps == []
+    assert json.loads((out / "metrics.json").read_text())["iters"] == 10 and not (out / CHECKPOINT_FILE).exists()
 
 
 def test_rff_sdf_bench_interrupted_by_ctrl_c_says_to_go_on_with_resume(tmp_path, monkeypatch, capsys):
