@@ -42,8 +42,7 @@ def sample_grid(
     values = np.empty((resolution,) * 3, dtype=np.float32)
     yz = torch.stack(torch.meshgrid(axes[1], axes[2], indexing="ij"), dim=-1).reshape(-1, 2)
     slabs = max(1, batch_size // yz.shape[0])
-    with contextlib.ExitStack() as stack:
-        bar = stack.enter_context(counted_progress()) if progress is not None else None
+    with counted_progress() if progress is not None else contextlib.nullcontext() as bar:
         task = bar.add_task(progress, total=resolution) if bar is not None else None
         for start in range(0, resolution, slabs):
             xs = axes[0][start : start + slabs]
