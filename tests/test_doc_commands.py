@@ -1,22 +1,18 @@
 """The commands the docs, benchmark READMEs and scripts show use options that exist: every flag of an ``rff-*``
 command is in that command's ``--help``, and every ``ns-train`` config path names a field of a method's config."""
 
-import contextlib
 import re
-import sys
 
 import pytest
 
-from rff_field.cli import bench, demo, export_mesh, image, scene, sdf
+from rff_field.cli import demo
 from rff_field.cli.common import LINE_SEARCH_FLAGS
 from tests import REPO
+from tests.cli.test_commands import COMMANDS as SUBCOMMANDS
+from tests.cli.test_commands import run
 
 COMMANDS = {
-    "rff-image": (image.entrypoint, True),
-    "rff-sdf": (sdf.entrypoint, True),
-    "rff-bench": (bench.entrypoint, True),
-    "rff-scene": (scene.entrypoint, True),
-    "rff-export-mesh": (export_mesh.entrypoint, False),
+    **{name: (entrypoint, subs != [None]) for name, (entrypoint, subs) in SUBCOMMANDS.items()},
     "rff-demo": (demo.entrypoint, False),
 }
 """Each console script and whether its first word is a subcommand."""
@@ -44,12 +40,8 @@ def shown_commands():
 
 
 def help_flags(command, sub, monkeypatch, capsys) -> set[str]:
-    entrypoint, _ = COMMANDS[command]
-    args = [sub, "--help"] if sub else ["--help"]
     monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setattr(sys, "argv", [command, *args])
-    with contextlib.suppress(SystemExit):
-        entrypoint() if entrypoint is demo.entrypoint else entrypoint(args)
+    run(COMMANDS[command][0], [sub, "--help"] if sub else ["--help"], monkeypatch)
     return set(FLAG.findall(capsys.readouterr().out))
 
 
