@@ -25,7 +25,7 @@ import shutil
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Callable, Literal, Optional
+from typing import Annotated, Callable, Literal, Optional, Sequence
 
 import numpy as np
 
@@ -33,14 +33,17 @@ from rff_field.bench.jobs import (
     Job,
     ResumableJobOptions,
     checkpoint_status,
+    claim_benchmark_folder,
     is_finished,
+    job_table,
     print_jobs,
+    read_benchmark,
     run_batches,
     run_jobs,
     selected,
 )
 from rff_field.bench.protocols import protocol_conflicts
-from rff_field.bench.variants import Variant, set_options
+from rff_field.bench.variants import Variant, note_unused_filter_keys, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
 from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
 from rff_field.common.datasets import DATA_ROOT
@@ -102,7 +105,9 @@ def parse_variant(text: str) -> Variant:
     if text.strip() in RENAMED_PRESETS:
         _notice(f"preset {text.strip()} is now {RENAMED_PRESETS[text.strip()]}")
         text = RENAMED_PRESETS[text.strip()]
-    return parse_variant_text(text, PRESETS, methods=IMAGE_METHODS)
+    variant = parse_variant_text(text, PRESETS, methods=IMAGE_METHODS)
+    note_unused_filter_keys(variant, _notice)
+    return variant
 
 
 def apply_overrides(base: FitConfig, overrides: dict[str, str]) -> FitConfig:
@@ -332,28 +337,65 @@ def image_fingerprints(jobs: list[Job]) -> dict[str, str]:
     return {name: hashlib.sha256(source.read_bytes()).hexdigest() for name, source in sources.items()}
 
 
+JOB_FOLDERS = ("runs/*/*", "sweep/*/*", "long/*/*", "partial")
+"""The job folders of an image benchmark (and where stopped batches keep their checkpoints)."""
+
+
+def benchmark_protocol(config: BenchConfig, jobs: list[Job]) -> dict:
+    """What every job in the benchmark's folder shares, with the images (by content) and jobs it holds."""
+    return {**protocol_of(config), "images": image_fingerprints(jobs), "jobs": job_table(jobs)}
+
+
 def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
-    out = config.out
-    marker = out / BENCHMARK_FILE
-    protocol = json.loads(json.dumps({**protocol_of(config), "images": image_fingerprints(jobs)}))
-    stored = None
-    check_writable_folder(out, "--out")
-    foreign = [p for p in out.iterdir() if not p.name.startswith(".") and p.name != "logs"] if out.is_dir() else []
-    if foreign and not marker.exists():
-        raise UsageError(f"{out} is not empty and holds no benchmark (bench.json); choose another --out")
-    if marker.exists():
-        stored = _with_nested_line_search(json.loads(marker.read_text()).get("protocol", {}))
-        conflicts = protocol_conflicts(stored, protocol)
-        if conflicts and not config.jobs.overwrite:
-            raise UsageError(
-                f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see {marker}); use "
-                "another --out, or --overwrite to rerun every job with this one"
-            )
-        if not conflicts:  # images added since are recorded too
-            protocol = {**stored, "images": {**stored.get("images", {}), **protocol["images"]}}
-    out.mkdir(parents=True, exist_ok=True)
-    if not marker.exists() or config.jobs.overwrite or protocol != stored:
-        write_json(marker, {"protocol": protocol})  # atomic: parallel jobs may read it
+    stored = read_benchmark(config.out)
+    if stored is not None and stored[0] == "image" and _with_nested_line_search(stored[1]) != stored[1]:
+        # a folder of before the nested line-search options
+        write_json(config.out / BENCHMARK_FILE, {"kind": "image", "protocol": _with_nested_line_search(stored[1])})
+    claim_benchmark_folder(config.out, "image", benchmark_protocol(config, jobs), config.jobs.overwrite,
+                           JOB_FOLDERS, growing=("images", "jobs"))  # fmt: skip
+
+
+def check_summarized_protocol(config: BenchConfig, jobs: list[Job]) -> None:
+    """Raise :class:`UsageError` unless ``config.out`` holds an image benchmark run with this protocol (what
+    ``--summarize-only`` would describe)."""
+    stored = read_benchmark(config.out)
+    if stored is None or stored[0] != "image":
+        raise UsageError(f"{config.out} holds no image benchmark ({BENCHMARK_FILE}); run it first")
+    conflicts = protocol_conflicts(_with_nested_line_search(stored[1]), benchmark_protocol(config, jobs))
+    if conflicts:
+        raise UsageError(f"--summarize-only: {config.out} was run with another protocol ({', '.join(conflicts)} "
+                         f"differ; see {config.out / BENCHMARK_FILE}); give the options it was run with")  # fmt: skip
+
+
+def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Path) -> None:
+    """Raise :class:`UsageError` unless every source holds an image benchmark of one protocol (the long sources: but
+    for their iterations) and ``into`` is new, empty or holds one of that protocol too."""
+
+    def shared(protocol: dict, long: bool) -> dict:
+        fit = {key: value for key, value in protocol.get("fit", {}).items() if not (long and key == "iters")}
+        return {**{key: protocol[key] for key in protocol if key not in ("images", "jobs")}, "fit": fit}
+
+    first = None
+    for source, long in [(s, False) for s in sources] + [(s, True) for s in long_sources]:
+        found = read_benchmark(source) if source.is_dir() else None
+        if found is None or found[0] != "image":
+            raise UsageError(f"{source} holds no image benchmark ({BENCHMARK_FILE}); give folders of `rff-bench image`")
+        protocol = shared(_with_nested_line_search(found[1]), long)
+        if first is None:
+            first = (source, protocol)
+        conflicts = protocol_conflicts(first[1], protocol)
+        if conflicts:
+            raise UsageError(f"{source} holds a benchmark of another protocol than {first[0]} ({', '.join(conflicts)} "
+                             "differ); merge runs of one protocol")  # fmt: skip
+    check_writable_folder(into, "--into")
+    if into.is_dir() and any(not p.name.startswith(".") for p in into.iterdir()):
+        found = read_benchmark(into)
+        if found is None or found[0] != "image":
+            raise UsageError(f"{into} is not empty and holds no image benchmark; choose another --into")
+        conflicts = protocol_conflicts(first[1], shared(_with_nested_line_search(found[1]), False))
+        if conflicts:
+            raise UsageError(f"{into} holds a benchmark of another protocol ({', '.join(conflicts)} differ); choose "
+                             "another --into")  # fmt: skip
 
 
 def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: dict[str, str]) -> int:
@@ -479,6 +521,7 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     if config.summarize_only:
         if not any(is_finished(config.out, job) for job in jobs):
             raise UsageError(f"no finished jobs of this benchmark under {config.out}; run it first")
+        check_summarized_protocol(config, jobs)
         return summarize(config, jobs)
     todo = selected(jobs, config.jobs)
     check_images(config, todo)

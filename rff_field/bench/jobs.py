@@ -8,16 +8,20 @@ A job writes its own folder under the benchmark's output folder; it is finished 
 from __future__ import annotations
 
 import concurrent.futures
+import fnmatch
+import json
 import multiprocessing
+import shutil
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Optional, Sequence
 
+from rff_field.bench.protocols import protocol_conflicts
 from rff_field.bench.variants import Variant
 from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration
-from rff_field.common.outputs import write_json
+from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, write_json
 from rff_field.common.stopping import FitInterrupted, follow_parent_stop
 from rff_field.core.errors import UsageError
 
@@ -107,6 +111,111 @@ def selected(jobs: Sequence[Job], options: JobOptions) -> list[Job]:
         return [jobs[options.job]]
     shard, count = parse_shard(options.shard)
     return [job for job in jobs if job.index % count == shard]
+
+
+def read_benchmark(folder: Path) -> Optional[tuple[str, dict]]:
+    """The kind (``image``, ``sdf``, ``nerf``) and protocol of the benchmark in ``folder``; None where it holds none.
+
+    Folders written before ``bench.json`` recorded its kind are told by their protocol's keys (an SDF benchmark
+    older still keeps its protocol in ``results.json``).
+    """
+    for name in (BENCHMARK_FILE, "results.json"):
+        try:
+            record = json.loads((Path(folder) / name).read_text())
+        except (OSError, ValueError):
+            continue
+        protocol = record.get("protocol") if isinstance(record, dict) else None
+        if isinstance(protocol, dict):
+            kind = record.get("kind") or ("image" if "downsample" in protocol else "sdf" if "pool_size" in protocol
+                                          else None)  # fmt: skip
+            if kind is not None:
+                return kind, protocol
+    return None
+
+
+def job_table(jobs: Sequence[Job]) -> dict:
+    """``{folder: {"variant": spec, "iters": iters}}``: the jobs of a benchmark as its protocol records them (a
+    folder run with another variant or length is another protocol's)."""
+    return {str(job.folder): {"variant": job.variant.spec, "iters": job.iters} for job in jobs}
+
+
+def claim_benchmark_folder(
+    out: Path,
+    kind: str,
+    protocol: dict,
+    overwrite: bool,
+    job_folders: Sequence[str],
+    growing: Sequence[str] = ("jobs",),
+    own_files: Sequence[str] = (),
+    compared: Callable[[dict], dict] = lambda protocol: protocol,
+) -> None:
+    """Make ``out`` this benchmark's folder before any job runs, and record its protocol there (``bench.json``).
+
+    Refused, whatever ``overwrite`` says: a folder that holds files but no benchmark, or another command's benchmark.
+    A benchmark of this kind with another protocol is refused too, unless ``overwrite``: then its jobs are removed
+    first, so that none of them passes as a finished job of this protocol.
+
+    Args:
+        out: The benchmark's ``--out``.
+        kind: What runs the benchmark (``image``, ``sdf``, ``nerf``).
+        protocol: What every job in the folder must share (JSON values).
+        overwrite: Whether the user asked to rerun every job.
+        job_folders: Glob patterns of the job folders under ``out`` (e.g. ``runs/*/*``), removed with ``overwrite``.
+        growing: Keys of ``protocol`` that map names to values and gain names as jobs are added (merged, and only
+            the names in both compared).
+        own_files: Glob patterns of other files this benchmark's commands write in ``out`` (e.g. timings).
+        compared: The part of a protocol that must agree (default: all of it).
+    """
+    out = Path(out)
+    check_writable_folder(out, "--out")
+    protocol = json.loads(json.dumps(protocol))
+    found = read_benchmark(out) if out.is_dir() else None
+    if found is None:
+        patterns = (BENCHMARK_FILE, "logs", *own_files)
+        foreign = [] if not out.is_dir() else [p.name for p in out.iterdir() if not p.name.startswith(".")
+                                               and not any(fnmatch.fnmatch(p.name, g) for g in patterns)]  # fmt: skip
+        if foreign:
+            raise UsageError(f"{out} is not empty and holds no benchmark ({BENCHMARK_FILE}); choose another --out")
+    elif found[0] != kind:
+        raise UsageError(f"{out} holds an `rff-bench {found[0]}` benchmark, not one of `rff-bench {kind}`; choose "
+                         "another --out (--overwrite does not replace another command's results)")  # fmt: skip
+    else:
+        stored = found[1]
+        conflicts = protocol_conflicts(compared(stored), compared(protocol))
+        if conflicts and not overwrite:
+            raise UsageError(
+                f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see "
+                f"{out / BENCHMARK_FILE}); use another --out, or --overwrite to rerun every job with this one"
+            )
+        if conflicts:
+            removed = remove_job_folders(out, job_folders)
+            print(f"note: {out} held {removed} jobs of another protocol ({', '.join(conflicts)} differ); removed them")
+        else:
+            for key in growing:  # names added since are recorded too
+                protocol[key] = {**stored.get(key, {}), **protocol.get(key, {})}
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"kind": kind, "protocol": protocol}
+    try:
+        unchanged = json.loads((out / BENCHMARK_FILE).read_text()) == record
+    except (OSError, ValueError):
+        unchanged = False
+    if not unchanged:
+        write_json(out / BENCHMARK_FILE, record)  # atomic: jobs of other processes may read it
+
+
+def remove_job_folders(out: Path, patterns: Sequence[str]) -> int:
+    """Remove the job folders under ``out`` that match ``patterns`` (a linked folder: the link only); how many."""
+    removed = 0
+    for pattern in patterns:
+        for folder in sorted(Path(out).glob(pattern)):
+            if folder.is_symlink():
+                folder.unlink()
+            elif folder.is_dir():
+                shutil.rmtree(folder)
+            else:
+                continue
+            removed += 1
+    return removed
 
 
 def print_jobs(jobs: Sequence[Job], out: Path, pending_status: Optional[Callable[[Job], str]] = None) -> None:

@@ -24,13 +24,27 @@ from typing import Annotated, Literal, Optional
 
 import torch
 
-from rff_field.bench.jobs import Job, JobOptions, is_finished, print_jobs, run_jobs, selected, write_result
+from rff_field.bench.jobs import (
+    Job,
+    JobOptions,
+    claim_benchmark_folder,
+    is_finished,
+    job_table,
+    print_jobs,
+    run_jobs,
+    selected,
+    write_result,
+)
 from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import machine_description, missing_accelerator
 from rff_field.common.options import Flat, Hidden
 from rff_field.common.outputs import check_output_files, check_plain_name, check_writable_folder, write_json
+from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import UsageError, check_fields
+
+NERF_OWN_FILES = ("runs", "nerfstudio", "timing-*.json", "eval-timing.json", "results.*", "*.png")
+"""What the NeRF benchmark's commands write in its folder (a folder of before ``bench.json`` holds these)."""
 
 DEFAULT_VARIANTS = ("baseline:rff-nerf-lite,use_filter=false", "filter:rff-nerf-lite")
 """The filter switched off (the MLP+PE baseline) and on, everything else equal."""
@@ -103,11 +117,15 @@ class NerfBenchConfig:
         """Run the pending variants."""
         variants = self.check()
         check_writable_folder(self.out, "--out")
-        jobs = [Job(i, Path("runs") / v.label, v, self.data.name) for i, v in enumerate(variants)]
+        jobs = [Job(i, Path("runs") / v.label, v, self.data.name, iters=self.steps) for i, v in enumerate(variants)]
         self.jobs.check(jobs)
         if self.jobs.list_jobs:
             print_jobs(jobs, self.out)
             return
+        own = {"seconds": self.seconds, "clock": self.clock, "seed": self.seed, "eval_views": self.eval_views}
+        table = {folder: {**job, **own} for folder, job in job_table(jobs).items()}  # variants may differ in these
+        protocol = {"data": str(self.data.resolve()), "scale": self.scale, "jobs": table}
+        claim_benchmark_folder(self.out, "nerf", protocol, self.jobs.overwrite, ("runs/*",), own_files=NERF_OWN_FILES)
         report = run_jobs(selected(jobs, self.jobs), self.out, partial(run_nerf_job, self), self.jobs)
         if report.budget_reached:
             print(f"time budget of {self.jobs.budget_s:g} s reached; rerun the same command to go on")
@@ -215,7 +233,12 @@ def run_nerf_job(bench: NerfBenchConfig, job: Job) -> dict:
 
     start, start_cpu = time.perf_counter(), cpu_seconds()
     with lpips_or_nan():  # nerfstudio's own models build LPIPS at once, which needs a download
-        config_path = train_in_process(config, on_setup=watch)
+        try:
+            config_path = train_in_process(config, on_setup=watch)
+        except FitInterrupted as err:
+            where = f"{err.where} of variant {job.variant.label}"
+            left = f"its partial nerfstudio run stays in {config.get_base_dir()}"
+            raise FitInterrupted(f"{where}; the same command starts that variant over ({left})") from None
     train_seconds, train_cpu_seconds = time.perf_counter() - start, cpu_seconds() - start_cpu
     model = watched["model"]
     inr_params, filter_params = _filter_parameter_counts(model)

@@ -21,12 +21,19 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from rff_field.bench.jobs import Job, JobOptions, checkpoint_status, is_finished, run_batches, selected
-from rff_field.bench.protocols import protocol_conflicts
-from rff_field.bench.variants import Variant, parse_variant, safe_label, set_options
+from rff_field.bench.jobs import (
+    Job,
+    JobOptions,
+    checkpoint_status,
+    claim_benchmark_folder,
+    is_finished,
+    job_table,
+    run_batches,
+    selected,
+)
+from rff_field.bench.variants import Variant, note_unused_filter_keys, parse_variant, safe_label, set_options
 from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
-from rff_field.common.outputs import BENCHMARK_FILE, write_json
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.checkpoint import SDFCheckpoint
 from rff_field.sdf.data import SamplePool
@@ -69,6 +76,7 @@ class MethodSpec:
 def parse_method(spec: str) -> MethodSpec:
     """Parse ``[LABEL:]METHOD[,key=value...]``; keys are network or training options; checked now."""
     method = MethodSpec(parse_variant(spec, methods=SDF_METHODS))
+    note_unused_filter_keys(method.variant, lambda message: print(f"note: {message}"))
     network, train = method.configs(SDFNetworkConfig(), SDFTrainConfig())
     network.check()
     train.check()
@@ -130,29 +138,21 @@ def write_pool(
 
 
 def runs_protocol(protocol: dict) -> dict:
-    """What every run of one benchmark folder must share: the network, the training and how a run is measured (its
-    shapes and methods may grow)."""
+    """What every run of one benchmark folder must share: the network, the training, how a run is measured, and
+    each job's method (its shapes and methods may grow)."""
     protocol = json.loads(json.dumps(protocol))  # tuples as JSON keeps them
     train = {k: v for k, v in protocol.get("train", {}).items() if k not in ("device", "log_every")}
     output = {k: v for k, v in protocol.get("output", {}).items() if k in ("resolution", "eval_samples", "f_threshold")}
     return {"network": protocol.get("network", {}), "train": train, "output": output,
-            "pool_size": protocol.get("pool_size")}  # fmt: skip
+            "pool_size": protocol.get("pool_size"), "jobs": protocol.get("jobs", {})}  # fmt: skip
 
 
-def check_protocol(out: Path, protocol: dict, overwrite: bool) -> None:
-    """Refuse to add runs of another protocol to the benchmark in ``out`` (with ``overwrite`` every run is redone
-    with this one), and record ``protocol`` there."""
-    marker = out / BENCHMARK_FILE
-    earlier = marker if marker.is_file() else out / "results.json"  # folders from before bench.json
-    if earlier.is_file() and not overwrite:
-        stored = runs_protocol(json.loads(earlier.read_text()).get("protocol", {}))
-        conflicts = protocol_conflicts(stored, runs_protocol(protocol))
-        if conflicts:
-            raise UsageError(
-                f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see {earlier}); use "
-                "another --out, or --overwrite to rerun every run with this one"
-            )
-    write_json(marker, {"protocol": protocol})
+def check_protocol(out: Path, protocol: dict, jobs: Sequence[Job], overwrite: bool) -> None:
+    """Refuse to add runs of another protocol to the benchmark in ``out`` (with ``overwrite`` the runs of the earlier
+    one are removed first), and record ``protocol`` and ``jobs`` there."""
+    protocol = {**protocol, "jobs": job_table(jobs)}
+    claim_benchmark_folder(out, "sdf", protocol, overwrite, ("runs/*/*",), own_files=("runs", "pools", "results.*"),
+                           compared=runs_protocol)  # fmt: skip
 
 
 def sdf_jobs(

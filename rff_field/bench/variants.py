@@ -17,6 +17,8 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from rff_field.common.outputs import check_plain_name
 from rff_field.core.errors import UsageError
+from rff_field.core.optim import LineSearchConfig
+from rff_field.inr.config import FILTER_ONLY_OPTIONS
 
 LEGACY_KEYS = {
     "line_search": "line_search.enabled",
@@ -85,8 +87,25 @@ def parse_variant(text: str, presets: Mapping[str, str] = {}, methods: Optional[
         key, sep, value = part.partition("=")
         if not sep:
             raise UsageError(f"variant {text!r}: {part!r} is not key=value")
-        overrides[key.strip().replace("-", "_")] = value.strip()
+        key = key.strip().replace("-", "_")
+        if key == "method":
+            raise UsageError(f"variant {text!r}: the method is its first item; write {value.strip()},... instead of "
+                             f"{method},method={value.strip()}")  # fmt: skip
+        overrides[key] = value.strip()
     return Variant(label or safe_label(text), spec, overrides)
+
+
+def note_unused_filter_keys(variant: Variant, notify: Callable[[str], None]) -> None:
+    """Pass ``notify`` a notice naming the keys of ``variant`` that only a filtered method reads, when its method has
+    no filter (they are ignored)."""
+    if variant.method.startswith("filtered-"):
+        return
+    line_search = {field.name for field in dataclasses.fields(LineSearchConfig)}
+    unused = [key for key in variant.overrides
+              if LEGACY_KEYS.get(key, key).split(".")[0] in FILTER_ONLY_OPTIONS or key in line_search]  # fmt: skip
+    if unused:
+        verb = "is" if len(unused) == 1 else "are"
+        notify(f"variant {variant.label}: {variant.method} has no filter, so {', '.join(unused)} {verb} ignored")
 
 
 def option_paths(config: object, prefix: str = "", in_dict: bool = False) -> dict[str, tuple[object, str, bool]]:

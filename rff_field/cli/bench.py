@@ -26,7 +26,7 @@ from typing import Annotated, Optional, Sequence, Union
 
 import tyro
 
-from rff_field.bench.image import merge_runs
+from rff_field.bench.image import check_merge, merge_runs
 from rff_field.bench.nerf import (
     HashGridTiming,
     NerfBenchConfig,
@@ -42,7 +42,6 @@ from rff_field.cli import image as image_cli
 from rff_field.cli import sdf as sdf_cli
 from rff_field.cli.common import run_command
 from rff_field.common.options import Flat
-from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder
 from rff_field.core.errors import UsageError
 
 
@@ -63,14 +62,9 @@ class ImageMerge:
     def main(self) -> int:
         if not self.sources and not self.long_sources:
             raise UsageError("give at least one of --sources and --long-sources")
-        for source in (*self.sources, *self.long_sources):
-            if not source.is_dir():
-                raise UsageError(f"{source} is not a folder")
-            if not (source / BENCHMARK_FILE).is_file():
-                raise UsageError(f"{source} holds no image benchmark (bench.json); give folders of `rff-bench image`")
         if any("=" not in a for a in self.alias):
             raise UsageError(f"--alias takes FROM=TO, got {' '.join(self.alias)}")
-        check_writable_folder(self.into, "--into")
+        check_merge(self.sources, self.long_sources, self.into)
         pairs = [(s, None) for s in self.sources] + [(s, "long") for s in self.long_sources]
         linked = merge_runs(pairs, self.into, dict(a.split("=", 1) for a in self.alias))
         print(f"linked {linked} finished jobs into {self.into}")

@@ -19,6 +19,7 @@ import tyro
 from tyro import _strings as tyro_strings
 
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
+from rff_field.inr.config import FILTER_ONLY_OPTIONS
 
 LINE_SEARCH_FLAGS = {
     "--line-search": "--line-search.enabled",
@@ -136,11 +137,6 @@ def run_command(
     if status:
         sys.exit(status)
     return result
-
-
-FILTER_ONLY_OPTIONS = ("filter_layers", "filter_bias", "filter_residual", "filter_init", "filter_init_gain",
-                       "line_search", "filter_lr", "filter_schedule")  # fmt: skip
-"""Options of a network or training config that only a filtered method reads."""
 
 
 def note_unused_filter_options(method: str, *configs: Any) -> None:

@@ -218,7 +218,7 @@ class Bench:
                 if not (self.resume or self.jobs.overwrite):
                     raise UsageError(f"{out} holds a benchmark; pass --resume to go on or --overwrite to rerun it")
             out.mkdir(parents=True, exist_ok=True)
-            sdf_bench.check_protocol(out, protocol, self.jobs.overwrite)
+            sdf_bench.check_protocol(out, protocol, jobs, self.jobs.overwrite)
             shapes = [(Path(pool).stem, Path(pool)) for pool in self.pools]
             for mesh in () if self.pools else self.meshes or (None,):
                 name = Path(mesh).stem if mesh is not None else GENERATED_SHAPE

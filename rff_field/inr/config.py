@@ -22,6 +22,10 @@ from rff_field.inr.wire import Wire
 Method = Literal["mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff", "sape"]
 METHODS: tuple[str, ...] = ("mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff")
 
+FILTER_ONLY_OPTIONS = ("filter_layers", "filter_bias", "filter_residual", "filter_init", "filter_init_gain",
+                       "line_search", "filter_lr", "filter_schedule")  # fmt: skip
+"""Options of a network or training config that only a filtered method (``filtered-*``) reads."""
+
 
 @dataclass
 class NetworkConfig:

@@ -15,6 +15,7 @@ from rff_field.bench.image import (
     BenchConfig,
     apply_overrides,
     build_jobs,
+    check_merge,
     job_config,
     match_size,
     merge_runs,
@@ -43,6 +44,15 @@ def test_parse_variant_forms():
         parse_variant("rff_sigma=5")
     with pytest.raises(UsageError):
         parse_variant("mlp-rff,rff_sigma")
+    with pytest.raises(UsageError, match=r"the method is its first item; write siren,\.\.\. instead"):
+        parse_variant("mlp-pe,method=siren")
+
+
+def test_filter_options_given_to_a_method_without_filter_are_named(capsys):
+    parse_variant("mlp-pe,lr_max=1e-2,filter_residual=true,hidden_features=8")
+    assert "mlp-pe has no filter, so lr_max, filter_residual are ignored" in capsys.readouterr().out
+    parse_variant("filtered-pe,lr_max=1e-2")
+    assert "no filter" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("label", ["..", ".", "a/b", "../../evil", "_x", "a b"])
@@ -235,6 +245,39 @@ def test_bench_protects_foreign_folders_and_other_protocols(image_folder, tmp_pa
         run_bench(other)
 
 
+def test_overwrite_with_another_protocol_removes_the_earlier_protocols_jobs(image_folder, tmp_path, capsys):
+    out = tmp_path / "out"
+    options = dict(sweep_names=(), long_names=(), names=("one",))
+    run_bench(tiny_bench(image_folder, out, variants=("mlp-pe",), **options))
+    longer = tiny_bench(image_folder, out, variants=("filtered-rff",), overwrite=True, **options)
+    longer.fit.iters = 5
+    run_bench(longer)
+    assert "held 1 jobs of another protocol (fit.iters differ); removed them" in capsys.readouterr().out
+    assert not (out / "runs/one/mlp-pe").exists()  # it would otherwise pass as a finished 5-iteration job
+    rerun = tiny_bench(image_folder, out, variants=("mlp-pe",), **options)
+    rerun.fit.iters = 5
+    summary = run_bench(rerun)
+    assert [run["iters"] for run in summary["groups"]["main"]["runs"]] == [5]
+
+
+def test_a_label_run_with_another_variant_is_another_protocol(image_folder, tmp_path):
+    out = tmp_path / "out"
+    options = dict(sweep_names=(), long_names=(), names=("one",))
+    run_bench(tiny_bench(image_folder, out, variants=("a:mlp-pe",), **options))
+    with pytest.raises(UsageError, match=r"another protocol \(jobs.runs/one/a.variant differ"):
+        run_bench(tiny_bench(image_folder, out, variants=("a:mlp-rff",), **options))
+
+
+def test_summarize_only_refuses_options_the_jobs_did_not_run_with(image_folder, tmp_path):
+    out = tmp_path / "out"
+    options = dict(sweep_names=(), long_names=(), variants=("mlp-pe",))
+    run_bench(tiny_bench(image_folder, out, **options))
+    written = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
+    with pytest.raises(UsageError, match=r"--summarize-only: .* another protocol \(downsample differ"):
+        run_bench(tiny_bench(image_folder, out, downsample=2, summarize_only=True, **options))
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == written
+
+
 def test_bench_reuses_finished_jobs_only_for_the_same_images(image_folder, tmp_path):
     out = tmp_path / "out"
     options = dict(sweep_names=(), long_names=(), variants=("mlp-pe",))
@@ -287,3 +330,27 @@ def test_merge_runs_fills_jobs_from_other_folders(image_folder, tmp_path):
     assert set(summary["groups"]["main"]["means"]) == {"mlp-pe", "filtered-rff"}  # stored as "study" in b
     assert summary["groups"]["main"]["means"]["filtered-rff"]["images"] == 2
     assert [r["iters"] for r in summary["groups"]["long"]["runs"]] == [6]
+
+
+def test_merge_refuses_other_protocols_other_commands_and_foreign_folders(tmp_path):
+    def benchmark(name: str, kind: str = "image", iters: int = 4):
+        folder = tmp_path / name
+        folder.mkdir()
+        protocol = {"downsample": 4, "fit": {"iters": iters, "lr": 1e-3}, "images": {}, "jobs": {}}
+        (folder / "bench.json").write_text(json.dumps({"kind": kind, "protocol": protocol}))
+        return folder
+
+    a, b, long, sdf = benchmark("a"), benchmark("b", iters=5), benchmark("long", iters=20), benchmark("sdf", "sdf")
+    check_merge([a], [long], tmp_path / "new")  # long runs differ in their iterations only
+    check_merge([a], [], a)
+    with pytest.raises(UsageError, match=r"b holds a benchmark of another protocol than .*a \(fit.iters differ"):
+        check_merge([a, b], [], tmp_path / "new")
+    with pytest.raises(UsageError, match="sdf holds no image benchmark"):
+        check_merge([a, sdf], [], tmp_path / "new")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="user is not empty and holds no image benchmark"):
+        check_merge([a], [], user)
+    with pytest.raises(UsageError, match=r"b holds a benchmark of another protocol \(fit.iters differ"):
+        check_merge([a], [], b)

@@ -13,6 +13,7 @@ from rff_field.bench.jobs import (
     Job,
     JobOptions,
     _run_before,
+    claim_benchmark_folder,
     is_finished,
     run_batches,
     run_jobs,
@@ -145,3 +146,36 @@ def test_ctrl_c_stops_the_running_fits_of_every_worker_and_starts_no_other_job(t
 
 def run_one_fit(parent_only: bool, job: Job) -> bool:
     return fit_until_interrupted(parent_only, [job])
+
+
+def test_a_benchmark_folder_is_refused_to_other_commands_and_other_protocols(tmp_path, capsys):
+    out = tmp_path / "out"
+    claim_benchmark_folder(out, "image", {"downsample": 4, "jobs": {"runs/a/x": 1}}, False, ("runs/*/*",))
+    write_result(out / "runs/a/x", {"done": True})
+    elsewhere = tmp_path / "elsewhere"
+    write_result(elsewhere, {"kept": True})
+    (out / "runs/b").mkdir()
+    (out / "runs/b/linked").symlink_to(elsewhere, target_is_directory=True)
+    for overwrite in (False, True):
+        with pytest.raises(UsageError, match=r"holds an `rff-bench image` benchmark, not one of `rff-bench sdf`"):
+            claim_benchmark_folder(out, "sdf", {"pool_size": 1}, overwrite, ("runs/*/*",))
+    with pytest.raises(UsageError, match=r"another protocol \(downsample differ"):
+        claim_benchmark_folder(out, "image", {"downsample": 2}, False, ("runs/*/*",))
+    claim_benchmark_folder(out, "image", {"downsample": 4, "jobs": {"runs/b/y": 2}}, False, ("runs/*/*",))
+    assert json.loads((out / "bench.json").read_text())["protocol"]["jobs"] == {"runs/a/x": 1, "runs/b/y": 2}
+    assert (out / "runs/a/x/metrics.json").is_file()
+
+    claim_benchmark_folder(out, "image", {"downsample": 2}, True, ("runs/*/*",))
+    assert "held 2 jobs of another protocol (downsample differ); removed them" in capsys.readouterr().out
+    assert not (out / "runs/a/x").exists() and not (out / "runs/b/linked").is_symlink()
+    assert (elsewhere / "metrics.json").is_file()  # a linked job: the link goes, not what it points to
+    assert json.loads((out / "bench.json").read_text()) == {"kind": "image", "protocol": {"downsample": 2}}
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="is not empty and holds no benchmark"):
+        claim_benchmark_folder(mine, "nerf", {}, True, ("runs/*",))
+    (mine / "notes.txt").unlink()
+    (mine / "timing-rff-nerf.json").write_text("{}")  # written by another command of this benchmark
+    claim_benchmark_folder(mine, "nerf", {"scale": 1}, False, ("runs/*",), own_files=("timing-*.json",))

@@ -42,6 +42,13 @@ def test_variants_train_resume_and_report(scene, tmp_path):
     stamp = (out / "runs" / "on" / "metrics.json").stat().st_mtime_ns
     bench.main()  # finished variants are kept
     assert (out / "runs" / "on" / "metrics.json").stat().st_mtime_ns == stamp
+    with pytest.raises(UsageError, match=r"another protocol \(jobs.runs/off.iters, jobs.runs/on.iters differ"):
+        tiny_bench(scene, out, steps=4).main()  # the finished 3-step variants would pass as 4-step ones
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="mine is not empty and holds no benchmark"):
+        tiny_bench(scene, mine).main()
 
     timing = NerfTiming(bench=bench, rounds=1, block=1, warmup=1).main()
     assert set(timing["ratio_median"]) == {"off", "on"} and timing["ratio_median"]["off"] == 1.0

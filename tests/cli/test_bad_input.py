@@ -298,7 +298,7 @@ def test_benchmark_sizes_and_scene_paths_that_cannot_work(picture, tmp_path, mon
 def test_image_merge_into_a_file(tmp_path, monkeypatch, capsys):
     (tmp_path / "a-file").write_text("")
     (tmp_path / "source").mkdir()
-    (tmp_path / "source" / "bench.json").write_text("{}")
+    (tmp_path / "source" / "bench.json").write_text('{"kind": "image", "protocol": {"downsample": 4}}')
     args = ["image-merge", "--into", tmp_path / "a-file", "--sources", tmp_path / "source"]
     code, err = run(bench.entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "--into" in err and "a-file is a file" in err
