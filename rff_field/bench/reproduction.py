@@ -435,10 +435,17 @@ def write_report(args: ReproductionReport) -> None:
         raise UsageError("give the study's benchmark folders with --runs (e.g. --runs outputs/study/*)")
     check_positive("--iters", args.iters, integer=True)
     check_positive("--long-iters", args.long_iters, integer=True)
+    missing = [str(folder) for folder in args.runs if not folder.is_dir()]
+    if missing:
+        raise UsageError(f"--runs {' '.join(missing)}: no such folder; give the study's benchmark folders")
     check_output_files(args.dest, REPORT_FILES, args.overwrite, "--dest")
     runs = load_runs(args.runs)
     if not runs:
         raise UsageError(f"no finished runs under {', '.join(map(str, args.runs))}; run the benchmark first")
+    others = sorted({f"x{m.get('downsample')}" for m in runs.values() if m.get("downsample", 4) != 4})
+    if others:
+        raise UsageError(f"--runs hold runs at {', '.join(others)}; this report describes the study's Kodak x4 "
+                         "(192x128) runs: give only those")  # fmt: skip
     if not any(image in args.images and iters == args.iters for _, image, iters in runs):
         found = sorted({(image, iters) for _, image, iters in runs})
         raise UsageError(
@@ -506,6 +513,8 @@ def write_report(args: ReproductionReport) -> None:
         figures.append("learning.png")
     noisy = ["plain-rff128-s10", "mlp-rff", "filt-rff128-s10", "filtered-rff", "plain-rff128-s40", "filt-rff128-s20",
              "filt-rff128-s40", "plain-pe64", "filt-pe64", "eqp-pe64"]  # fmt: skip
+    if not (args.kodak / "kodim05.png").is_file():
+        print(f"note: --kodak {args.kodak} holds no kodim05.png, so the noise crops are left out")
     figures += plot_noise_crops(runs, args.kodak / "kodim05.png", args.iters, noisy, args.dest)
     if plot_budget(runs, args.long_iters, args.dest / "budget.png"):
         figures.append("budget.png")

@@ -95,14 +95,16 @@ class ScaleReport:
 
     def main(self) -> None:
         """Write the report."""
-        if self.previous is not None and not self.previous.is_file():
-            raise UsageError(f"--previous {self.previous} is not a file; give an earlier scale.json or leave it out")
+        previous = read_previous(self.previous) if self.previous is not None else None
         check_output_files(self.dest, REPORT_FILES, self.overwrite, "--dest")
         summary = summarize(self.out, list(self.images))
-        if self.previous is not None:
-            summary = merge_previous(summary, json.loads(self.previous.read_text()))
+        if previous is not None:
+            summary = merge_previous(summary, previous)
         if not summary["runs_done"]:
-            raise UsageError(f"no finished runs under {self.out}/*/runs; run the scale study's protocols first")
+            others = sorted({image for _, image, _ in load_runs(self.out)} - set(self.images))
+            hint = f"; its runs are of {', '.join(others)}: name those with --images" if others else ""
+            raise UsageError(f"no finished runs of {', '.join(self.images)} under {self.out}/*/runs{hint}; run the "
+                             "scale study's protocols first")  # fmt: skip
         self.dest.mkdir(parents=True, exist_ok=True)
         answers = self.dest / "scale_answers.md"
         (self.dest / "scale.md").write_text(markdown(summary, answers.read_text() if answers.exists() else None))
@@ -226,6 +228,19 @@ def branch_counts(metrics: dict) -> Optional[dict]:
         "median_crossing": float(np.median(crossings)) if crossings else None,
         "mismatches_with_recorded_rate": mismatches,
     }
+
+
+def read_previous(path: Path) -> dict:
+    """The earlier report ``path`` (a scale.json); :class:`UsageError` when it is none."""
+    if not path.is_file():
+        raise UsageError(f"--previous {path} is not a file; give an earlier scale.json or leave it out")
+    try:
+        previous = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        previous = None
+    if not isinstance(previous, dict) or not {"grid", "long"} <= previous.keys():
+        raise UsageError(f"--previous {path} is not a scale report (a scale.json written by rff-bench scale-report)")
+    return previous
 
 
 def summarize(out: Path, images: list[str]) -> dict:

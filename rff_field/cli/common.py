@@ -56,6 +56,12 @@ def call_main(prog: str, command: Any) -> tuple[int, Any]:
     except KeyboardInterrupt as err:  # a fit says where it stopped and how to resume it
         print(f"{prog}: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130, None
+    except (MemoryError, RuntimeError) as err:  # numpy's and torch's failed allocations (CPU and CUDA)
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if isinstance(err, RuntimeError) and not (type(err).__name__ == "OutOfMemoryError" or "allocate" in text):
+            raise
+        print(f"{prog}: error: out of memory ({text}); choose smaller sizes or batches", file=sys.stderr)
+        return 1, None
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ Subcommands:
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, Union
@@ -28,7 +29,14 @@ def _generate(out: Path, spec: Any, minimums: dict[str, int], write: Callable[..
     for name, minimum in minimums.items():
         if getattr(spec, name) < minimum:
             raise UsageError(f"--{name.replace('_', '-')} must be at least {minimum}, got {getattr(spec, name)}")
-    write(out, spec, progress=True)
+    was_empty = not out.exists() or not any(out.iterdir())
+    try:
+        write(out, spec, progress=True)
+    except BaseException:  # Ctrl-C or an error: no half-written scene stays to be refused by the next run
+        if was_empty and out.is_dir():
+            for path in out.iterdir():
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        raise
     print(f"wrote {out}; train on it with: ns-train {method} --data {out} --machine.device-type cpu")
     return out
 

@@ -321,7 +321,10 @@ def test_divergence_hints_name_the_filter_only_where_there_is_one():
 def test_reports_without_runs_and_repeated_names_are_refused(picture, tmp_path, monkeypatch, capsys):
     cases = [
         (["scale-report", "--out", tmp_path / "none", "--dest", tmp_path / "d"], "no finished runs"),
-        (["reproduction-report", "--runs", tmp_path / "none", "--dest", tmp_path / "d"], "no finished runs"),
+        (["reproduction-report", "--runs", tmp_path / "none", "--dest", tmp_path / "d"], "none: no such folder"),
+        (["reproduction-report", "--runs", tmp_path, "--dest", tmp_path / "d"], "no finished runs"),
+        (["scale-report", "--out", tmp_path, "--previous", picture, "--dest", tmp_path / "d"],
+         "pic.png is not a scale report"),
         (["image", "--images", picture.parent, "--names", "pic", "pic", "--out", tmp_path / "o"],
          "image pic is named more than once"),
         (["image", "--images", picture.parent, "--crops-image", "nope", "--sweep-names", "--long-names", "--out",

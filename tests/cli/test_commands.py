@@ -238,3 +238,33 @@ def test_filter_options_given_to_a_method_without_a_filter_get_a_note(capsys):
     assert capsys.readouterr().err == ""
     note_unused_filter_options("siren", SDFNetworkConfig(method="siren"), SDFTrainConfig(filter_lr=0.1))
     assert capsys.readouterr().err.strip() == "note: siren has no filter, so --filter-lr is ignored"
+
+
+def test_a_scene_that_fails_while_writing_leaves_no_files_behind(tmp_path, monkeypatch, capsys):
+    def write_then_run_out_of_memory(out, spec, progress):
+        (out / "images").mkdir(parents=True)
+        (out / "images" / "frame_00001.png").write_bytes(b"partial")
+        raise MemoryError("Unable to allocate 671. GiB for an array")
+
+    monkeypatch.setattr(scene, "write_nerfstudio_capture", write_then_run_out_of_memory)
+    out = tmp_path / "cap"
+    out.mkdir()  # an empty folder of the user's stays, empty
+    assert run(scene.entrypoint, ["capture", "--out", str(out)], monkeypatch) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rff-scene: error: out of memory (Unable to allocate 671. GiB") and err.count("\n") == 1
+    assert out.is_dir() and not any(out.iterdir())
+
+
+def test_only_failed_allocations_become_one_line_errors(capsys):
+    class Command:
+        def __init__(self, error):
+            self.error = error
+
+        def main(self):
+            raise self.error
+
+    message = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 40000000000 bytes."
+    assert call_main("rff-bench", Command(RuntimeError(message))) == (1, None)
+    assert "rff-bench: error: out of memory (DefaultCPUAllocator" in capsys.readouterr().err
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        call_main("rff-bench", Command(RuntimeError("shape mismatch")))
