@@ -294,6 +294,9 @@ def check_images(config: BenchConfig, jobs: list[Job]) -> None:
         height, width, channels = sizes[job.source]
         try:
             fit = job_config(config, job, channels, max(height, width))
+        except UsageError as err:
+            raise UsageError(f"variant {job.variant.label!r}: {err}") from None
+        try:
             build_network(fit.network, 2, channels, sidelength=max(height, width))
         except UsageError as err:
             raise UsageError(
@@ -448,8 +451,12 @@ def checkpoint_path(config: BenchConfig, job: Job) -> Path:
 
 
 def pending_status(config: BenchConfig, job: Job) -> str:
-    """``pending``, or where the checkpoint of a job that was stopped (or is running) stands: ``checkpoint at 5000``."""
-    return checkpoint_status(checkpoint_path(config, job), FitCheckpoint)
+    """``pending``, or where the checkpoint of a job that was stopped (or is running) stands: ``checkpoint at 5000``
+    (the batched engine keeps it under ``partial/``, the sequential one in the job's folder)."""
+    status = checkpoint_status(checkpoint_path(config, job), FitCheckpoint)
+    if status == "pending":
+        status = checkpoint_status(config.out / job.folder / CHECKPOINT_FILE, FitCheckpoint)
+    return status
 
 
 def job_batch_key(config: BenchConfig, job: Job) -> str:

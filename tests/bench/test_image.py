@@ -180,6 +180,8 @@ def test_match_params_names_a_reference_variant_that_does_not_run(image_folder, 
     assert gaps[1] == min(gaps)
     with pytest.raises(UsageError, match="reference-variants"):
         job_config(replace(bench, reference_variants=()), job, 3, 20)
+    with pytest.raises(UsageError, match=r"^variant 'deep': match_params=ref: no variant with that label"):
+        run_bench(replace(bench, reference_variants=()))  # not an error of the image's size
 
 
 def test_bench_runs_resumes_and_summarises(image_folder, tmp_path, capsys):

@@ -123,6 +123,22 @@ def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder
     assert not checkpoint_path(bench, first).exists()
 
 
+def test_the_job_list_shows_the_checkpoint_of_a_sequential_job(image_folder, tmp_path, capsys):  # noqa: F811
+    bench = tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe",), sweep_names=(), long_names=(),
+                       engine="sequential")  # fmt: skip
+    bench.fit.iters, bench.fit.log_every = 10, 4
+    jobs = build_jobs(bench)
+    _check_out(bench, jobs)
+    loaded = prepare_image(jobs[0].source, bench.downsample)
+    fit = job_config(bench, jobs[0], 3, max(loaded.pixels.shape[:2]))
+    checkpoint = bench.out / jobs[0].folder / CHECKPOINT_FILE  # where rff-image fit keeps it
+    checkpoint.parent.mkdir(parents=True)
+    fit_image(loaded.pixels, fit, loaded.name, progress=False, stop_at=0.0, checkpoint=checkpoint)
+    capsys.readouterr()
+    run_bench(replace(bench, jobs=JobOptions(list_jobs=True)))
+    assert capsys.readouterr().out.splitlines()[0] == "0\tcheckpoint at 4\t10\truns/one/mlp-pe"
+
+
 def test_the_bench_stops_and_resumes_a_sape_job(image_folder, tmp_path):  # noqa: F811
     bench = tiny_bench(image_folder, tmp_path / "out", variants=("sape",), sweep_names=(), long_names=())
     bench.fit.iters, bench.fit.log_every = 10, 4
