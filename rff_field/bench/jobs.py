@@ -67,7 +67,8 @@ class JobOptions:
     budget_s: Optional[float] = None
     """Start no job after this many seconds (finished jobs are kept; rerun the command to go on)."""
     overwrite: bool = False
-    """Rerun jobs that already finished (their folders are replaced)."""
+    """Rerun jobs that already finished (their folders are replaced); in a folder of another protocol, remove the
+    earlier protocol's jobs first."""
 
     def check(self, jobs: Sequence[Job]) -> None:
         """Raise :class:`UsageError` for options that cannot work with ``jobs``."""
@@ -86,7 +87,8 @@ class ResumableJobOptions(JobOptions):
 
     budget_s: Optional[float] = None
     """Start no job after this many seconds, and stop running fits at their next progress update with a checkpoint
-    (finished jobs are kept; rerun the command to go on from there)."""
+    (finished jobs are kept; rerun the command to go on from there). With ``--engine sequential`` the running fit
+    finishes first."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
