@@ -110,9 +110,10 @@ class Bench:
     pools: tuple[Path, ...] = ()
     """Sample pools written by `rff-sdf pool`, used instead of --meshes (to train where open3d is missing, e.g. a
     GPU machine; the metrics then use a KD-tree, and --report-only on a machine with open3d makes them exact)."""
-    methods: tuple[str, ...] = SDF_METHODS
+    methods: Annotated[tuple[str, ...], tyro.conf.arg(aliases=("--variants",))] = SDF_METHODS
     """Methods, each [LABEL:]METHOD[,key=value...] with network/training overrides, e.g.
-    fixed-lr:filtered-pe,line_search.enabled=false or mlp-pe,hidden_features=300."""
+    fixed-lr:filtered-pe,line_search.enabled=false or mlp-pe,hidden_features=300 (``--variants``, as in the other
+    benchmarks, is the same option)."""
     network: Annotated[BenchNetworkConfig, Flat] = field(default_factory=BenchNetworkConfig)
     train: Annotated[SDFTrainConfig, Flat] = field(default_factory=SDFTrainConfig)
     output: Annotated[OutputConfig, Flat] = field(default_factory=OutputConfig)

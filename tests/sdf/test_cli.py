@@ -165,3 +165,9 @@ def test_help_documents_every_option(capsys):
     assert "--line-search.no-enabled" in texts["fit"] and "--filter-bias" in texts["fit"] and "--mesh" in texts["fit"]
     assert "--methods" in texts["bench"] and "--method " not in texts["bench"]  # per-run method is suppressed
     assert "--size" in texts["pool"]
+
+
+def test_bench_takes_variants_as_the_other_benchmarks_do(tmp_path, capsys):
+    cli.main(["bench", "--variants", "mlp-pe", "a:siren", "--list-jobs", "--out", str(tmp_path / "bench")])
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[-1] for line in listed] == ["runs/generated/mlp-pe", "runs/generated/a"]
