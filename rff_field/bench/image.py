@@ -378,6 +378,8 @@ def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Pat
         fit = {key: value for key, value in protocol.get("fit", {}).items() if not (long and key == "iters")}
         return {**{key: protocol[key] for key in protocol if key not in ("images", "jobs")}, "fit": fit}
 
+    if into.resolve() in {Path(source).resolve() for source in (*sources, *long_sources)}:
+        raise UsageError(f"--into {into} is one of the sources; merge into another folder")
     first = None
     for source, long in [(s, False) for s in sources] + [(s, True) for s in long_sources]:
         found = read_benchmark(source) if source.is_dir() else None
@@ -415,6 +417,7 @@ def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: di
             group = main_group if group == "runs" and main_group else group
             if group in ("runs", "sweep", "long"):
                 linked[(group, image, aliases.get(label, label))] = metrics.parent.resolve()
+    count = 0
     for (group, image, label), folder in linked.items():
         target = out / group / image / label
         if target.is_symlink():
@@ -423,7 +426,8 @@ def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: di
             continue  # a job run in this folder itself
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(folder, target_is_directory=True)
-    return len(linked)
+        count += 1
+    return count
 
 
 def run_job(config: BenchConfig, job: Job, notify: Optional[Callable[[str], None]] = None) -> dict:

@@ -344,7 +344,9 @@ def test_merge_refuses_other_protocols_other_commands_and_foreign_folders(tmp_pa
 
     a, b, long, sdf = benchmark("a"), benchmark("b", iters=5), benchmark("long", iters=20), benchmark("sdf", "sdf")
     check_merge([a], [long], tmp_path / "new")  # long runs differ in their iterations only
-    check_merge([a], [], a)
+    with pytest.raises(UsageError, match="--into .*a is one of the sources"):
+        check_merge([a], [], a)
+    check_merge([a], [], benchmark("c"))  # an image benchmark of the same protocol
     with pytest.raises(UsageError, match=r"b holds a benchmark of another protocol than .*a \(fit.iters differ"):
         check_merge([a, b], [], tmp_path / "new")
     with pytest.raises(UsageError, match="sdf holds no image benchmark"):
