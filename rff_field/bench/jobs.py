@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable, Optional, Sequence
 from rff_field.bench.protocols import protocol_conflicts
 from rff_field.bench.variants import Variant
 from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration
-from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, write_json
+from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, clear_outputs, write_json
 from rff_field.common.stopping import FitInterrupted, follow_parent_stop
 from rff_field.core.errors import UsageError
 
@@ -154,8 +154,8 @@ def claim_benchmark_folder(
     """Make ``out`` this benchmark's folder before any job runs, and record its protocol there (``bench.json``).
 
     Refused, whatever ``overwrite`` says: a folder that holds files but no benchmark, or another command's benchmark.
-    A benchmark of this kind with another protocol is refused too, unless ``overwrite``: then its jobs are removed
-    first, so that none of them passes as a finished job of this protocol.
+    A benchmark of this kind with another protocol is refused too, unless ``overwrite``: then its jobs and summary
+    are removed first, so that none of them passes as a finished job of this protocol.
 
     Args:
         out: The benchmark's ``--out``.
@@ -191,6 +191,7 @@ def claim_benchmark_folder(
             )
         if conflicts:
             removed = remove_job_folders(out, job_folders)
+            clear_outputs(out, ("results.json", "results.md"))  # the summary of the removed jobs
             print(f"note: {out} held {removed} jobs of another protocol ({', '.join(conflicts)} differ); removed them")
         else:
             for key in growing:  # names added since are recorded too

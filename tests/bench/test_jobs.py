@@ -165,7 +165,9 @@ def test_a_benchmark_folder_is_refused_to_other_commands_and_other_protocols(tmp
     assert json.loads((out / "bench.json").read_text())["protocol"]["jobs"] == {"runs/a/x": 1, "runs/b/y": 2}
     assert (out / "runs/a/x/metrics.json").is_file()
 
+    (out / "results.md").write_text("the summary of the jobs at x4")
     claim_benchmark_folder(out, "image", {"downsample": 2}, True, ("runs/*/*",))
+    assert not (out / "results.md").exists()
     assert "held 2 jobs of another protocol (downsample differ); removed them" in capsys.readouterr().out
     assert not (out / "runs/a/x").exists() and not (out / "runs/b/linked").is_symlink()
     assert (elsewhere / "metrics.json").is_file()  # a linked job: the link goes, not what it points to
