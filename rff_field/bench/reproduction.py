@@ -26,7 +26,7 @@ from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.outputs import check_output_files
 from rff_field.core.errors import UsageError, check_positive
 from rff_field.image.data import downsample, load_image
-from rff_field.image.plots import history_series, plot_crops, pyplot
+from rff_field.image.plots import history_series, legend, plot_crops, pyplot
 
 SUMMARY_KEYS = (
     "method", "image", "iters", "psnr", "best_psnr", "best_iter", "ssim", "seconds_per_iter",
@@ -258,7 +258,7 @@ def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str
             ax.set_xscale("log")
             ax.set_xlabel("RFF sigma")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            legend(ax, fontsize=8)
         fig.suptitle(f"3x64 INR, {iters} iterations")
         fig.tight_layout()
         fig.savefig(path, dpi=120)
@@ -292,7 +292,7 @@ def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, legend_
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=legend_size)
+    legend(ax, fontsize=legend_size)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -322,11 +322,11 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
         axes[0].set_yscale("log")
         axes[0].set_xlabel("iteration")
         axes[0].set_title(f"what the rules ask for ({image})")
-        axes[0].legend(fontsize=7)
+        legend(axes[0], fontsize=7)
         axes[1].set_yscale("log")
         axes[1].set_xlabel("iteration")
         axes[1].set_title("filter learning rate actually set")
-        axes[1].legend(fontsize=7)
+        legend(axes[1], fontsize=7)
         fig.tight_layout()
         fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -21,6 +21,12 @@ def pyplot():
     return plt
 
 
+def legend(ax, **kwargs) -> None:
+    """``ax.legend(**kwargs)`` where the axes have labelled artists (matplotlib warns on an empty legend)."""
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(**kwargs)
+
+
 def detail_window(image: Float[Tensor, "H W C"], size: int, flat: bool = False) -> tuple[int, int]:
     """Top-left corner of the ``size`` x ``size`` window with the most gradient energy (an edge-rich crop), or the
     least (``flat``: where high-frequency noise of a reconstruction shows)."""
@@ -124,7 +130,7 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
     ax.set_ylabel("PSNR (dB)")
     ax.set_title(f"{title}: training PSNR" if title else "training PSNR")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    legend(ax, fontsize=7, ncol=2)
     if with_lr:
         ax = axes[0, 1]
         for label, _, metrics in with_lr:
@@ -134,7 +140,7 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
         ax.set_yscale("symlog", linthresh=1e-6)
         ax.set_title("filter learning rate")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -163,7 +169,7 @@ def plot_sweep(rows: list[dict], path: Path) -> None:
         ax.set_xlabel(xlabel)
         ax.set_ylabel("PSNR (dB)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        legend(ax, fontsize=8)
     images = sorted({r["image"] for r in rows})
     fig.suptitle(f"Robustness: {', '.join(images)}, {rows[0]['iters']} iterations", fontsize=10)
     fig.tight_layout()
