@@ -102,7 +102,15 @@ class NerfBenchConfig:
         labels = [variant.label for variant in variants]
         if len(set(labels)) != len(labels):
             raise UsageError(f"two variants share a label in {labels}; give them distinct LABEL: prefixes")
+        from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+        from rff_field.nerf.checks import check_dataset, check_scaled_image_size
         from rff_field.nerf.pipeline import RFFTrainerConfig
+
+        if any((self.data / name).exists() for name in ("transforms_train.json", "transforms.json")):
+            image = check_dataset(dataparser_for(self.data, BlenderDataParserConfig()), "test", self.data)
+            if image is not None:  # every variant's parser follows the layout, and is scaled by --scale
+                check_scaled_image_size(image, self.scale, "--scale")
 
         for variant in variants:  # unknown methods and options fail now, before any training or run folder
             try:
@@ -442,7 +450,7 @@ class NerfEvalTiming:
         speed = {label: rays[label] / statistics.median(seconds[label]) for label in labels}
         result = {
             "machine": machine_description(next(iter(models.values())).device),
-            "views": self.views,
+            "views": len(picks),
             "rounds": self.rounds,
             "rays_per_second_median": speed,
             "ratio_to_first": {label: speed[label] / speed[labels[0]] for label in labels},
@@ -635,6 +643,8 @@ class NerfReport:
         check_plain_name(self.name, "--name")
         written = (f"{self.name}.json", f"{self.name}.md", self.figure_name)
         check_output_files(self.dest, written, self.overwrite, "--dest")
+        if not self.out.is_dir():
+            raise UsageError(f"--out {self.out} does not exist; give the folder of an `rff-bench nerf` run")
         paths = sorted((self.out / "runs").glob("*/metrics.json"), key=lambda p: p.stat().st_mtime)
         if not paths:
             raise UsageError(f"no finished variants under {self.out / 'runs'}; run `rff-bench nerf` first")

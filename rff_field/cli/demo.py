@@ -35,7 +35,8 @@ class Demo:
     output_dir: Path = Path("demo_output")
     """Folder for the scene, the run, the evaluation and the mesh (created; must be new, empty or a former demo's)."""
     overwrite: bool = False
-    """Replace the results of an earlier rff-demo in OUTPUT_DIR (never touches a folder rff-demo did not write)."""
+    """Replace the results of an earlier rff-demo in OUTPUT_DIR: its folders scene/, runs/ and eval/ are removed
+    whole, with anything added to them (never touches a folder rff-demo did not write)."""
     steps: int = 1000
     """Training steps of rff-nerf-lite."""
     image_size: int = 64
@@ -68,7 +69,7 @@ class Demo:
         from rff_field.nerf.checks import check_seed
 
         check_seed(self.seed, "--seed")
-        resolve_device(self.device)
+        resolve_device(self.device, fallback="cpu")
         out = self.output_dir
         check_writable_folder(out, "--output-dir")  # also refuses a file
         if out.is_dir() and any(out.iterdir()):

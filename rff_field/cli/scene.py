@@ -52,7 +52,7 @@ class Blender:
 
     def main(self) -> Path:
         """Check the options, render every view with a progress bar, print the command that trains on it."""
-        minimums = {"image_size": 4, "num_train": 1, "num_val": 1, "num_test": 1, "supersample": 1, "seed": 0}
+        minimums = {"image_size": 8, "num_train": 1, "num_val": 1, "num_test": 1, "supersample": 1, "seed": 0}
         return _generate(self.out, self.spec, minimums, write_blender_scene, "rff-nerf-lite")
 
 
@@ -72,7 +72,7 @@ class Capture:
         if not 0 < spec.distance_min <= spec.distance_max < math.inf:
             distances = f"{spec.distance_min} and {spec.distance_max}"
             raise UsageError(f"need 0 < --distance-min <= --distance-max, both finite, got {distances}")
-        minimums = {"image_size": 4, "num_views": 2, "supersample": 1, "seed": 0}
+        minimums = {"image_size": 8, "num_views": 2, "supersample": 1, "seed": 0}
         return _generate(self.out, spec, minimums, write_nerfstudio_capture, "rff-nerfacto-lite")
 
 

@@ -185,7 +185,7 @@ def _train_command(method: Optional[str], dataparser: str, data: Path) -> str:
     return f"ns-train {method or '<method>'} ... {dataparser} --data {data}"
 
 
-def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optional[str] = None) -> None:
+def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optional[str] = None) -> Path:
     """Raise :class:`UsageError` unless ``data`` is a Blender-format scene with the splits ``test_mode`` reads
     (``method``: the method being trained, for the hint on the subcommand of another layout)."""
     data = Path(data)
@@ -204,6 +204,7 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optio
             f"{data} has no transforms_train.json: not a Blender-format scene; pass --data to a folder with "
             "transforms_train.json, transforms_val.json and transforms_test.json"
         )
+    first = None
     for split in ("train", _needed_split(test_mode)):
         transforms = data / f"transforms_{split}.json"
         if not transforms.exists():
@@ -215,9 +216,11 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optio
         _check_frames(meta, transforms)
         names = [str(frame["file_path"]).replace("./", "") + ".png" for frame in meta["frames"]]
         _check_images(data, names, transforms)
+        first = first or data / names[0]
+    return first
 
 
-def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None, method: Optional[str] = None) -> None:
+def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None, method: Optional[str] = None) -> Path:
     """Raise :class:`UsageError` unless ``data`` is a nerfstudio dataset (a folder with transforms.json, or it) with
     at least 2 frames whose images exist (in ``images_<downscale_factor>/`` for a factor above 1, as nerfstudio reads
     them; ``method``: the method being trained, for the hint on the subcommand of another layout)."""
@@ -241,6 +244,7 @@ def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None,
     else:
         names = [str(path) for path in paths]
     _check_images(transforms.parent, names, transforms)
+    return transforms.parent / names[0]
 
 
 def check_dataset(
@@ -250,13 +254,36 @@ def check_dataset(
     (``method``: the method being trained, named in the hints)."""
     data = data if data is not None else getattr(dataparser, "data", None)
     if data is None:
-        return
+        return None
     if isinstance(dataparser, BlenderDataParserConfig):
-        check_blender_dataset(Path(data), test_mode, method)
-    elif isinstance(dataparser, NerfstudioDataParserConfig):
-        check_nerfstudio_dataset(Path(data), dataparser.downscale_factor, method)
-    elif not Path(data).exists():
+        return check_blender_dataset(Path(data), test_mode, method)
+    if isinstance(dataparser, NerfstudioDataParserConfig):
+        return check_nerfstudio_dataset(Path(data), dataparser.downscale_factor, method)
+    if not Path(data).exists():
         raise UsageError(f"dataset {data} does not exist; pass --data to an existing dataset")
+    return None
+
+
+MIN_EVAL_IMAGE_SIDE = 8
+"""The smallest image side evaluation takes (SSIM's window, 11 pixels with a padding of 5, needs over 5)."""
+
+
+def check_scaled_image_size(image: Path, scale: float, option: str) -> None:
+    """Raise :class:`UsageError` when ``image`` (a dataset's first image), scaled by ``scale`` as the data manager
+    scales the cameras, is too small to evaluate."""
+    from PIL import Image
+
+    try:
+        with Image.open(image) as opened:
+            width, height = opened.size
+    except OSError:
+        return  # unreadable images are the data parser's to report
+    scaled = (int(width * scale), int(height * scale))
+    if min(scaled) < MIN_EVAL_IMAGE_SIDE:
+        raise UsageError(
+            f"the images of the dataset are {width}x{height}, {scaled[0]}x{scaled[1]} at {option} {scale:g}: "
+            f"evaluation (SSIM) needs at least {MIN_EVAL_IMAGE_SIDE} pixels a side; raise {option} or use larger images"
+        )
 
 
 def dataset_path(config: object) -> Optional[Path]:

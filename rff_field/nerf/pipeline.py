@@ -24,6 +24,7 @@ from rff_field.nerf.checks import (
     check_nerfacto_config,
     check_optimizers,
     check_run_dataset_path,
+    check_scaled_image_size,
     check_seed,
     dataset_path,
 )
@@ -48,7 +49,10 @@ def check_pipeline_config(
     elif isinstance(config.model, RFFNerfactoModelConfig):
         check_nerfacto_config(config.model)
     check_datamanager(config.datamanager)
-    check_dataset(config.datamanager.dataparser, test_mode, dataset_path(config), method)
+    image = check_dataset(config.datamanager.dataparser, test_mode, dataset_path(config), method)
+    if image is not None:
+        scale = config.datamanager.camera_res_scale_factor
+        check_scaled_image_size(image, scale, "--pipeline.datamanager.camera-res-scale-factor")
 
 
 def coarse_sampling_steps(config: VanillaPipelineConfig, model: RFFNerfactoModelConfig) -> int:

@@ -88,6 +88,20 @@ def test_bad_variants_fail_before_training(scene, tmp_path):
     assert not (tmp_path / "runs").exists() and not (tmp_path / "nerfstudio").exists()
 
 
+def test_images_too_small_to_evaluate_at_the_scale_are_refused_before_training(scene, tmp_path):
+    message = r"the images of the dataset are 8x8, 4x4 at --scale 0.5: evaluation \(SSIM\) needs at least 8 pixels"
+    with pytest.raises(UsageError, match=message):
+        tiny_bench(scene, tmp_path / "bench", scale=0.5).check()
+    from rff_field.nerf.method_configs import rff_nerf_lite
+    from rff_field.nerf.pipeline import check_pipeline_config
+
+    config = copy.deepcopy(rff_nerf_lite.config.pipeline)
+    config.datamanager.data = scene
+    config.datamanager.camera_res_scale_factor = 0.5
+    with pytest.raises(UsageError, match="at --pipeline.datamanager.camera-res-scale-factor 0.5"):
+        check_pipeline_config(config)
+
+
 NERFACTO_TINY = (
     "hidden_dim=16,base_num_layers=2,hidden_dim_color=16,num_frequencies=3,appearance_embed_dim=4,"
     "num_proposal_samples_per_ray=8 8,num_nerf_samples_per_ray=4,train_num_rays_per_batch=64,compute_lpips=false"
