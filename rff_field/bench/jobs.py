@@ -186,13 +186,14 @@ def claim_benchmark_folder(
         conflicts = protocol_conflicts(compared(stored), compared(protocol))
         if conflicts and not overwrite:
             raise UsageError(
-                f"{out} holds a benchmark with another protocol ({', '.join(conflicts)} differ; see "
+                f"{out} holds a benchmark with another protocol ({describe_conflicts(conflicts)}; see "
                 f"{out / BENCHMARK_FILE}); use another --out, or --overwrite to rerun every job with this one"
             )
         if conflicts:
             removed = remove_job_folders(out, job_folders)
             clear_outputs(out, ("results.json", "results.md"))  # the summary of the removed jobs
-            print(f"note: {out} held {removed} jobs of another protocol ({', '.join(conflicts)} differ); removed them")
+            reasons = describe_conflicts(conflicts)
+            print(f"note: {out} held {removed} jobs of another protocol ({reasons}); removed them")
         else:
             for key in growing:  # names added since are recorded too
                 protocol[key] = {**stored.get(key, {}), **protocol.get(key, {})}
@@ -204,6 +205,17 @@ def claim_benchmark_folder(
         unchanged = False
     if not unchanged:
         write_json(out / BENCHMARK_FILE, record)  # atomic: jobs of other processes may read it
+
+
+def describe_conflicts(conflicts: Sequence[str]) -> str:
+    """Differing protocol keys (:func:`protocol_conflicts`) in words: the options by their dotted keys, the jobs
+    recorded by :func:`job_table` by their folders."""
+    jobs = sorted({key[len("jobs.") :].rpartition(".")[0] for key in conflicts if key.startswith("jobs.")})
+    options = [key for key in conflicts if not key.startswith("jobs.")]
+    reasons = [f"{', '.join(options)} differ"] if options else []
+    if jobs:
+        reasons.append(f"{', '.join(jobs)} ran with another variant or length (--iters, --steps)")
+    return "; ".join(reasons)
 
 
 def remove_job_folders(out: Path, patterns: Sequence[str]) -> int:

@@ -266,7 +266,7 @@ def test_a_label_run_with_another_variant_is_another_protocol(image_folder, tmp_
     out = tmp_path / "out"
     options = dict(sweep_names=(), long_names=(), names=("one",))
     run_bench(tiny_bench(image_folder, out, variants=("a:mlp-pe",), **options))
-    with pytest.raises(UsageError, match=r"another protocol \(jobs.runs/one/a.variant differ"):
+    with pytest.raises(UsageError, match=r"another protocol \(runs/one/a ran with another variant or length"):
         run_bench(tiny_bench(image_folder, out, variants=("a:mlp-rff",), **options))
 
 

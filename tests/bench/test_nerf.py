@@ -42,7 +42,7 @@ def test_variants_train_resume_and_report(scene, tmp_path):
     stamp = (out / "runs" / "on" / "metrics.json").stat().st_mtime_ns
     bench.main()  # finished variants are kept
     assert (out / "runs" / "on" / "metrics.json").stat().st_mtime_ns == stamp
-    with pytest.raises(UsageError, match=r"another protocol \(jobs.runs/off.iters, jobs.runs/on.iters differ"):
+    with pytest.raises(UsageError, match=r"another protocol \(runs/off, runs/on ran with another variant or length"):
         tiny_bench(scene, out, steps=4).main()  # the finished 3-step variants would pass as 4-step ones
     mine = tmp_path / "mine"
     mine.mkdir()
