@@ -34,6 +34,7 @@ from rff_field.bench.jobs import (
     ResumableJobOptions,
     checkpoint_status,
     claim_benchmark_folder,
+    describe_conflicts,
     is_finished,
     job_table,
     print_jobs,
@@ -349,11 +350,17 @@ def benchmark_protocol(config: BenchConfig, jobs: list[Job]) -> dict:
     return {**protocol_of(config), "images": image_fingerprints(jobs), "jobs": job_table(jobs)}
 
 
+def read_image_benchmark(folder: Path) -> Optional[dict]:
+    """The protocol of the image benchmark in ``folder``, its line-search options nested as today's; None where it
+    holds none."""
+    found = read_benchmark(folder) if Path(folder).is_dir() else None
+    return _with_nested_line_search(found[1]) if found is not None and found[0] == "image" else None
+
+
 def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
-    stored = read_benchmark(config.out)
-    if stored is not None and stored[0] == "image" and _with_nested_line_search(stored[1]) != stored[1]:
-        # a folder of before the nested line-search options
-        write_json(config.out / BENCHMARK_FILE, {"kind": "image", "protocol": _with_nested_line_search(stored[1])})
+    stored = read_image_benchmark(config.out)
+    if stored is not None:  # in today's layout (a folder of before the nested line-search options, or the kind)
+        write_json(config.out / BENCHMARK_FILE, {"kind": "image", "protocol": stored})
     claim_benchmark_folder(config.out, "image", benchmark_protocol(config, jobs), config.jobs.overwrite,
                            JOB_FOLDERS, growing=("images", "jobs"))  # fmt: skip
 
@@ -361,13 +368,14 @@ def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
 def check_summarized_protocol(config: BenchConfig, jobs: list[Job]) -> None:
     """Raise :class:`UsageError` unless ``config.out`` holds an image benchmark run with this protocol (what
     ``--summarize-only`` would describe)."""
-    stored = read_benchmark(config.out)
-    if stored is None or stored[0] != "image":
+    stored = read_image_benchmark(config.out)
+    if stored is None:
         raise UsageError(f"{config.out} holds no image benchmark ({BENCHMARK_FILE}); run it first")
-    conflicts = protocol_conflicts(_with_nested_line_search(stored[1]), benchmark_protocol(config, jobs))
+    conflicts = protocol_conflicts(stored, benchmark_protocol(config, jobs))
     if conflicts:
-        raise UsageError(f"--summarize-only: {config.out} was run with another protocol ({', '.join(conflicts)} "
-                         f"differ; see {config.out / BENCHMARK_FILE}); give the options it was run with")  # fmt: skip
+        reasons = describe_conflicts(conflicts)
+        raise UsageError(f"--summarize-only: {config.out} was run with another protocol ({reasons}; see "
+                         f"{config.out / BENCHMARK_FILE}); give the options it was run with")  # fmt: skip
 
 
 def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Path) -> None:
@@ -382,10 +390,10 @@ def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Pat
         raise UsageError(f"--into {into} is one of the sources; merge into another folder")
     first = None
     for source, long in [(s, False) for s in sources] + [(s, True) for s in long_sources]:
-        found = read_benchmark(source) if source.is_dir() else None
-        if found is None or found[0] != "image":
+        stored = read_image_benchmark(source)
+        if stored is None:
             raise UsageError(f"{source} holds no image benchmark ({BENCHMARK_FILE}); give folders of `rff-bench image`")
-        protocol = shared(_with_nested_line_search(found[1]), long)
+        protocol = shared(stored, long)
         if first is None:
             first = (source, protocol)
         conflicts = protocol_conflicts(first[1], protocol)
@@ -394,10 +402,10 @@ def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Pat
                              "differ); merge runs of one protocol")  # fmt: skip
     check_writable_folder(into, "--into")
     if into.is_dir() and any(not p.name.startswith(".") for p in into.iterdir()):
-        found = read_benchmark(into)
-        if found is None or found[0] != "image":
+        stored = read_image_benchmark(into)
+        if stored is None:
             raise UsageError(f"{into} is not empty and holds no image benchmark; choose another --into")
-        conflicts = protocol_conflicts(first[1], shared(_with_nested_line_search(found[1]), False))
+        conflicts = protocol_conflicts(first[1], shared(stored, False))
         if conflicts:
             raise UsageError(f"{into} holds a benchmark of another protocol ({', '.join(conflicts)} differ); choose "
                              "another --into")  # fmt: skip

@@ -35,7 +35,10 @@ def _generate(out: Path, spec: Any, minimums: dict[str, int], write: Callable[..
     except BaseException:  # Ctrl-C or an error: no half-written scene stays to be refused by the next run
         if was_empty and out.is_dir():
             for path in out.iterdir():
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
         raise
     print(f"wrote {out}; train on it with: ns-train {method} --data {out} --machine.device-type cpu")
     return out
