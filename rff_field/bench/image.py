@@ -50,7 +50,7 @@ from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
-from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, write_json
+from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
@@ -358,11 +358,8 @@ def read_image_benchmark(folder: Path) -> Optional[dict]:
 
 
 def _check_out(config: BenchConfig, jobs: list[Job]) -> None:
-    stored = read_image_benchmark(config.out)
-    if stored is not None:  # in today's layout (a folder of before the nested line-search options, or the kind)
-        write_json(config.out / BENCHMARK_FILE, {"kind": "image", "protocol": stored})
-    claim_benchmark_folder(config.out, "image", benchmark_protocol(config, jobs), config.jobs.overwrite,
-                           JOB_FOLDERS, growing=("images", "jobs"))  # fmt: skip
+    claim_benchmark_folder(config.out, "image", benchmark_protocol(config, jobs), config.jobs.overwrite, JOB_FOLDERS,
+                           growing=("images", "jobs"), compared=_with_nested_line_search)  # fmt: skip
 
 
 def check_summarized_protocol(config: BenchConfig, jobs: list[Job]) -> None:
