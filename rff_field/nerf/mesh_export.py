@@ -116,7 +116,7 @@ def density_mesh(
     if len(triangles) == 0:
         raise EmptyMeshError(
             f"the density never crosses --threshold {threshold:g} in the box (it spans {lo:.3g} to {hi:.3g}); "
-            "choose a threshold inside that range"
+            "choose a threshold inside that range, or check that --bbox-min/--bbox-max hold the object"
         )
     mesh = to_open3d(vertices, triangles)
     if keep_largest:
