@@ -395,8 +395,9 @@ def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Pat
             first = (source, protocol)
         conflicts = protocol_conflicts(first[1], protocol)
         if conflicts:
-            raise UsageError(f"{source} holds a benchmark of another protocol than {first[0]} ({', '.join(conflicts)} "
-                             "differ); merge runs of one protocol")  # fmt: skip
+            reasons = describe_conflicts(conflicts, f"in {first[0]}", f"in {source}")
+            raise UsageError(f"{source} holds a benchmark of another protocol than {first[0]} ({reasons}); merge runs "
+                             "of one protocol")  # fmt: skip
     check_writable_folder(into, "--into")
     if into.is_dir() and any(not p.name.startswith(".") for p in into.iterdir()):
         stored = read_image_benchmark(into)
@@ -404,8 +405,8 @@ def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Pat
             raise UsageError(f"{into} is not empty and holds no image benchmark; choose another --into")
         conflicts = protocol_conflicts(first[1], shared(stored, False))
         if conflicts:
-            raise UsageError(f"{into} holds a benchmark of another protocol ({', '.join(conflicts)} differ); choose "
-                             "another --into")  # fmt: skip
+            reasons = describe_conflicts(conflicts, f"in {first[0]}", f"in {into}")
+            raise UsageError(f"{into} holds a benchmark of another protocol ({reasons}); choose another --into")
 
 
 def merge_runs(sources: list[tuple[Path, Optional[str]]], out: Path, aliases: dict[str, str]) -> int:

@@ -11,12 +11,13 @@ import concurrent.futures
 import fnmatch
 import json
 import multiprocessing
+import reprlib
 import shutil
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable, Optional, Sequence
+from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 from rff_field.bench.protocols import protocol_conflicts
 from rff_field.bench.variants import Variant
@@ -207,12 +208,15 @@ def claim_benchmark_folder(
         write_json(out / BENCHMARK_FILE, record)  # atomic: jobs of other processes may read it
 
 
-def describe_conflicts(conflicts: Sequence[str]) -> str:
-    """Differing protocol keys (:func:`protocol_conflicts`) in words: the options by their dotted keys, the jobs
-    recorded by :func:`job_table` by their folders."""
+def describe_conflicts(
+    conflicts: Mapping[str, tuple[Any, Any]], stored_in: str = "there", current_in: str = "now"
+) -> str:
+    """Differing protocol keys (:func:`protocol_conflicts`) in words: each option by its dotted key with its stored
+    and its current value (said to be ``stored_in`` and ``current_in``), the jobs recorded by :func:`job_table` by
+    their folders."""
     jobs = sorted({key[len("jobs.") :].rpartition(".")[0] for key in conflicts if key.startswith("jobs.")})
-    options = [key for key in conflicts if not key.startswith("jobs.")]
-    reasons = [f"{', '.join(options)} differ"] if options else []
+    reasons = [f"{key}: {reprlib.repr(stored)} {stored_in}, {reprlib.repr(current)} {current_in}"
+               for key, (stored, current) in conflicts.items() if not key.startswith("jobs.")]  # fmt: skip
     if jobs:
         reasons.append(f"{', '.join(jobs)} ran with another variant or length (--iters, --steps)")
     return "; ".join(reasons)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import replace
 
@@ -254,7 +255,9 @@ def test_overwrite_with_another_protocol_removes_the_earlier_protocols_jobs(imag
     longer = tiny_bench(image_folder, out, variants=("filtered-rff",), overwrite=True, **options)
     longer.fit.iters = 5
     run_bench(longer)
-    assert "held 1 jobs of another protocol (fit.iters differ); removed them" in capsys.readouterr().out
+    assert re.search(
+        r"held 1 jobs of another protocol \(fit.iters: \d+ there, 5 now\); removed them", capsys.readouterr().out
+    )
     assert not (out / "runs/one/mlp-pe").exists()  # it would otherwise pass as a finished 5-iteration job
     rerun = tiny_bench(image_folder, out, variants=("mlp-pe",), **options)
     rerun.fit.iters = 5
@@ -275,7 +278,7 @@ def test_summarize_only_refuses_options_the_jobs_did_not_run_with(image_folder, 
     options = dict(sweep_names=(), long_names=(), variants=("mlp-pe",))
     run_bench(tiny_bench(image_folder, out, **options))
     written = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
-    with pytest.raises(UsageError, match=r"--summarize-only: .* another protocol \(downsample differ"):
+    with pytest.raises(UsageError, match=r"--summarize-only: .* another protocol \(downsample: \d+ there, 2 now;"):
         run_bench(tiny_bench(image_folder, out, downsample=2, summarize_only=True, **options))
     assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == written
 
@@ -291,7 +294,7 @@ def test_bench_reuses_finished_jobs_only_for_the_same_images(image_folder, tmp_p
     run_bench(tiny_bench(image_folder, out, **options))  # an image added: its fingerprint is recorded too
     assert set(json.loads((out / "bench.json").read_text())["protocol"]["images"]) == {"one", "two"}
     shutil.copy(image_folder / "two.png", elsewhere / "one.png")  # another image under the same name
-    with pytest.raises(UsageError, match=r"another protocol \(images.one differ"):
+    with pytest.raises(UsageError, match=r"another protocol \(images.one\S*: \S+ there, \S+ now"):
         run_bench(tiny_bench(elsewhere, out, names=("one",), **options))
 
 
@@ -309,7 +312,7 @@ def test_bench_reads_a_folder_written_before_the_line_search_options_were_nested
     run_bench(config)  # the same settings in the old layout: not another protocol
     fit["lr_max"] = search["lr_max"] * 10
     marker.write_text(json.dumps(stored))
-    with pytest.raises(UsageError, match=r"another protocol \(fit.line_search.lr_max differ"):
+    with pytest.raises(UsageError, match=r"another protocol \(fit.line_search.lr_max: \S+ there, \S+ now"):
         run_bench(config)
 
 
@@ -347,7 +350,9 @@ def test_merge_refuses_other_protocols_other_commands_and_foreign_folders(tmp_pa
     with pytest.raises(UsageError, match="--into .*a is one of the sources"):
         check_merge([a], [], a)
     check_merge([a], [], benchmark("c"))  # an image benchmark of the same protocol
-    with pytest.raises(UsageError, match=r"b holds a benchmark of another protocol than .*a \(fit.iters differ"):
+    with pytest.raises(
+        UsageError, match=r"b holds a benchmark of another protocol than .*a \(fit.iters: \d+ in .*a, 5 in .*b\)"
+    ):
         check_merge([a, b], [], tmp_path / "new")
     with pytest.raises(UsageError, match="sdf holds no image benchmark"):
         check_merge([a, sdf], [], tmp_path / "new")
@@ -356,5 +361,7 @@ def test_merge_refuses_other_protocols_other_commands_and_foreign_folders(tmp_pa
     (user / "notes.txt").write_text("mine")
     with pytest.raises(UsageError, match="user is not empty and holds no image benchmark"):
         check_merge([a], [], user)
-    with pytest.raises(UsageError, match=r"b holds a benchmark of another protocol \(fit.iters differ"):
+    with pytest.raises(
+        UsageError, match=r"b holds a benchmark of another protocol \(fit.iters: \d+ in .*a, 5 in .*b\)"
+    ):
         check_merge([a], [], b)
