@@ -130,7 +130,8 @@ def balanced_step_size(
     """A deviation from the paper, named ``balance``: the rate at which the filter's predicted decrease equals
     the INR's, ``rate * d_filter = lr_inr * d_inr``.
 
-    This is the boundary value of the paper's sufficient-decrease check. Unlike the paper's zero-crossing rule,
+    It is the boundary value of the paper's sufficient-decrease check, ``-lr_inr * d_inr / d_filter``, with the
+    opposite sign. Unlike the paper's zero-crossing rule,
     whose ratio ``b / k`` sits orders of magnitude above ``lr_max`` in practice, it follows the INR's learning
     rate schedule and the ratio of the two slopes. Uphill or non-finite inputs give ``lr_min``.
     """
@@ -413,6 +414,7 @@ def line_search_row(
     lr_max: float,
     eps: float,
     c1: float,
+    clip_factor: Optional[Tensor] = None,
 ) -> Float[Tensor, " 4"]:
     """One step's :data:`RECORD_FIELDS` from the batched parameters: tensor arithmetic only, the part of the line
     search that ``FilterLineSearch(fused=True)`` compiles.
@@ -424,12 +426,16 @@ def line_search_row(
         inr_batches: :func:`slope_batches` of the INR's groups.
         inr_lrs: The learning rate of each INR group.
         rule, lr_min, lr_max, eps, c1: As in :class:`FilterLineSearch`.
+        clip_factor: The factor by which the gradients were scaled down since backward (clipping), if any: the
+            slopes divide by it, so that they are those of the loss's own gradient along the clipped steps.
     """
     d_filter = batch_slopes(filter_batches, num_filter_groups, loss.device).sum()
     inr_slopes = batch_slopes(inr_batches, len(inr_lrs), loss.device)
     lr_d_inr = torch.zeros((), dtype=torch.float64, device=loss.device)
     for slope, lr in zip(inr_slopes.unbind(), inr_lrs):
         lr_d_inr = lr_d_inr + slope * lr
+    if clip_factor is not None:
+        d_filter, lr_d_inr = d_filter / clip_factor, lr_d_inr / clip_factor
     rate = step_size_by_rule(rule, loss, d_filter, lr_d_inr, lr_min, lr_max, eps, c1)
     return torch.stack([loss, d_filter, lr_d_inr, rate])
 
@@ -455,8 +461,10 @@ class FilterLineSearch:
     Hooks every given optimizer (``register_step_pre_hook``). At the first hook of a training step, before any
     optimizer has stepped, it reads the step's loss and the gradients (unscaled when a ``GradScaler`` is in use),
     computes the directional derivatives of the loss along the filter's and the INR's update directions and
-    sets the filter group's rate with :func:`filter_step_size_tensor`. The INR's term is ``sum_g lr_g * d_g`` over
-    its parameter groups, so several INR groups with their own schedules are handled.
+    sets the filter group's rate with :func:`filter_step_size_tensor` (``rule="balance"``:
+    :func:`balanced_step_size_tensor`). The INR's term is ``sum_g lr_g * d_g`` over its parameter groups, so
+    several INR groups with their own schedules are handled. Where the gradients are clipped, clip them with
+    :meth:`clip_grad_norm_`: the optimizer steps with the clipped gradients, the slopes use the loss's own.
 
     Nothing is read on the host during training: the rule's inputs and the rate stay tensors on the parameters'
     device, the filter group's ``lr`` becomes a tensor that the optimizer reads (its value is updated in place,
@@ -547,6 +555,7 @@ class FilterLineSearch:
         self._last: dict[str, float] = {}
         self._step_loss: object = None
         self._stepped: set[int] = set()
+        self._clip_factor: Optional[Tensor] = None
         self._handles = [opt.register_step_pre_hook(self._pre_step) for opt in self.optimizers]
 
     def remove(self) -> None:
@@ -591,6 +600,15 @@ class FilterLineSearch:
         """The rate set at the last step (None before the first)."""
         history = self.history
         return history[-1] if history else None
+
+    def clip_grad_norm_(self, parameters: Iterable[Tensor], max_norm: float) -> Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` for the coming step, remembered by the line search: the optimizer
+        steps with the clipped gradients, while the rule's first-order model needs the loss's own gradient, so
+        the step's slopes are divided by the clipping factor. Returns the norm before clipping."""
+        total = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+        # torch's own factor, as it scaled the gradients
+        self._clip_factor = (max_norm / (total.to(torch.float64) + 1e-6)).clamp(max=1.0).to(self._device)
+        return total
 
     def _copy_to_host(self) -> None:
         if len(self._history) < self._steps:
@@ -637,7 +655,8 @@ class FilterLineSearch:
         inr_batches = slope_batches(self._inr_groups, only=self._inr_ids, **batching)
         inr_lrs = [group["lr"] for _, group in self._inr_groups]
         batches = (filter_batches, len(self._filter_groups), inr_batches)
-        settings = (self.rule, self.lr_min, self.lr_max, self.eps, self.c1)
+        settings = (self.rule, self.lr_min, self.lr_max, self.eps, self.c1, self._clip_factor)
+        self._clip_factor = None
         # Adam's first step (no moments yet) runs unfused: compiling it would only compile a second graph.
         steady = all(b.settings is None or not isinstance(b.step, float) for b in filter_batches + inr_batches)
         with torch.no_grad():

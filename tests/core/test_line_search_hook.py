@@ -192,3 +192,33 @@ def test_hook_handles_parameters_at_different_adam_steps():
         if expected is not None:
             assert hook.history[-1] == pytest.approx(expected, rel=1e-4, abs=1e-12)
     assert float(opt_filter.state[filt[0]]["step"]) == 4 and float(opt_filter.state[filt[1]]["step"]) == 5
+
+
+def test_clipped_gradients_give_the_slopes_of_the_loss_own_gradient():
+    # The optimizer steps with clipped gradients; the rule's first-order model needs the loss's own gradient along
+    # those steps. max_norm is a thousandth of the norm, so clipping changes the gradients by construction.
+    net, x, y = make_problem()
+    filt, inr = split_filter_parameters(net)
+    opt = torch.optim.Adam([{"params": filt, "lr": 0.0}, {"params": inr, "lr": LR_INR}])
+    step = {}
+    hook = FilterLineSearch(filt, inr, opt, lambda: step["loss"], lr_max=LR_MAX)
+
+    def slopes(grads: dict) -> tuple[float, float]:
+        directions = oracle_directions(net, [opt], "adam")  # from the gradients Adam steps with
+        products = {name: float((grads[name] * directions[name].double()).sum()) for name in grads}
+        return tuple(sum(v for n, v in products.items() if (".filter." in n) == filt) for filt in (True, False))
+
+    for clip in (True, True, True, False):  # the factor of a clip does not carry over to the next step
+        opt.zero_grad()
+        step["loss"] = ((net(x) - y) ** 2).mean()
+        step["loss"].backward()
+        own = {name: p.grad.double().clone() for name, p in net.named_parameters()}
+        if clip:
+            norm = float(torch.sqrt(sum((g**2).sum() for g in own.values())))
+            assert float(hook.clip_grad_norm_(net.parameters(), 1e-3 * norm)) == pytest.approx(norm)
+        d_filter, d_inr = slopes(own)
+        opt.step()
+        last = hook.last
+        assert last["d_filter"] == pytest.approx(d_filter, rel=1e-6)
+        assert last["lr_d_inr"] == pytest.approx(LR_INR * d_inr, rel=1e-6)
+        assert last["lr"] == filter_step_size(last["loss"], last["d_filter"], last["lr_d_inr"], 1.0, lr_max=LR_MAX)
