@@ -17,9 +17,9 @@ COMMON=(
   --methods mlp-pe mlp-rff siren:hidden_layers=4 gauss wire bacon:hidden_layers=4 bacon:hidden_layers=8
             filtered-pe filtered-rff mlp-pe:hidden_features=157 filtered-pe:line_search=false
 )
-mkdir -p "$OUT"
+mkdir -p "$OUT/logs"
 .venv/bin/rff-sdf bench --meshes "$MESHES/armadillo.obj" "${COMMON[@]}" --view 150 15 \
-  > "$OUT/armadillo.log" 2>&1 &
-.venv/bin/rff-sdf bench --meshes "$MESHES/bunny-decimated-5k.obj" "${COMMON[@]}" gauss:gauss_scale=10 wire:wire_sigma0=10 > "$OUT/bunny.log" 2>&1 &
+  > "$OUT/logs/armadillo.log" 2>&1 &
+.venv/bin/rff-sdf bench --meshes "$MESHES/bunny-decimated-5k.obj" "${COMMON[@]}" gauss:gauss_scale=10 wire:wire_sigma0=10 > "$OUT/logs/bunny.log" 2>&1 &
 wait
 .venv/bin/rff-sdf bench --out "$OUT" --report-only --floor --figure-mesh armadillo --view 150 15

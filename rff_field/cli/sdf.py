@@ -211,7 +211,7 @@ class Bench:
             for mesh in self.meshes:  # a bad mesh fails before any other is sampled into --out
                 load_mesh(mesh, fill_holes=self.fill_holes)
             check_writable_folder(out, "--out")
-            if out.is_dir() and any(out.iterdir()):
+            if out.is_dir() and any(path.name != "logs" for path in out.iterdir()):  # logs: the scripts' own
                 if not any((out / name).exists() for name in ("runs", "pools", BENCHMARK_FILE)):
                     raise UsageError(
                         f"{out} is not empty and holds no SDF benchmark (runs/, pools/); choose another --out"

@@ -377,6 +377,13 @@ def test_sdf_bench_overwrites_only_a_benchmark(tmp_path, monkeypatch, capsys):
         code, err = run(sdf.entrypoint, ["bench", "--out", mine, *flags], monkeypatch, capsys)
         assert code == 2 and "is not empty and holds no SDF benchmark (runs/, pools/); choose another --out" in err
     assert [p.name for p in mine.iterdir()] == ["results.md"] and (mine / "results.md").read_text() == "my notes"
+    logged = tmp_path / "logged"
+    (logged / "logs").mkdir(parents=True)  # a script's logs, written before the benchmark starts
+    tiny = ["--methods", "mlp-pe", "--iters", "2", "--pool-size", "4000", "--points-per-step", "200",
+            "--hidden-features", "8", "--resolution", "16", "--eval-samples", "500", "--no-save-model"]  # fmt: skip
+    code, err = run(sdf.entrypoint, ["bench", "--out", logged, *tiny], monkeypatch, capsys)
+    assert code == 0, err
+    assert (logged / "bench.json").is_file() and (logged / "runs/generated/mlp-pe/metrics.json").is_file()
     (mine / "runs").mkdir()
     code, err = run(sdf.entrypoint, ["bench", "--out", mine], monkeypatch, capsys)
     assert code == 2 and "holds a benchmark; pass --resume to go on or --overwrite to rerun it" in err
