@@ -173,7 +173,8 @@ def optimizer_groups(
     group, and the INR's rate (scaled by the batch as the WIRE repository does)."""
     batch_scale = min(1.0, config.batch_size / num_pixels) if config.scale_lr_with_batch else 1.0
     inr_lr = config.inr_lr() * batch_scale
-    groups = named_param_groups(model, inr_lr, config.filter_lr * batch_scale)
+    # The filter's fixed rate is not scaled, as the line search's bounds are not: the ablation compares like rates.
+    groups = named_param_groups(model, inr_lr, config.filter_lr)
     decay = lambda step: config.lr_decay ** min(step / config.iters, 1.0)  # noqa: E731
     constant = lambda step: 1.0  # noqa: E731
     scheduled = config.filter_schedule and not config.line_search.enabled

@@ -138,6 +138,10 @@ def test_minibatches_cover_the_image_and_scale_the_rate():
     result = fit_image(smooth_image(), small("mlp-rff", iters=20, batch_size=300), progress=False)
     assert result.metrics["inr_lr"] == pytest.approx(1e-3 * 300 / 1024)
     assert result.metrics["psnr"] > result.metrics["psnr_history"][0]
+    # the filter's fixed rate stays what was asked, as the line search's bounds do: only the INR's is scaled
+    fixed = small("filtered-rff", iters=2, batch_size=300, line_search=OFF, filter_lr=2e-3)
+    metrics = fit_image(smooth_image(), fixed, progress=False).metrics
+    assert metrics["inr_lr"] == pytest.approx(1e-3 * 300 / 1024) and set(metrics["filter_lr_history"]) == {2e-3}
 
 
 def test_cached_embedding_gives_the_same_fit():
