@@ -512,8 +512,9 @@ class FilterLineSearch:
             raise UsageError(f"direction must be 'adam' or 'gradient', got {direction!r}")
         if rule not in ("paper", "balance"):
             raise UsageError(f"rule must be 'paper' or 'balance', got {rule!r}")
-        check_bounds(lr_min, lr_max)
-        self.optimizers = [optimizers] if isinstance(optimizers, Optimizer) else list(optimizers)
+        check_bounds(lr_min, lr_max, eps, c1)
+        optimizers = [optimizers] if isinstance(optimizers, Optimizer) else optimizers
+        self.optimizers = list(dict.fromkeys(optimizers))  # an optimizer given twice is hooked once
         self.loss_fn = loss_fn
         self.direction: Direction = direction
         self.rule: Rule = rule
@@ -527,42 +528,66 @@ class FilterLineSearch:
         )
         self._compiled_ran = False
 
-        filter_ids = {id(p) for p in filter_params}
-        inr_ids = {id(p) for p in inr_params} - filter_ids
-        self._filter_groups: list[tuple[Optimizer, dict]] = []
-        self._inr_groups: list[tuple[Optimizer, dict]] = []
-        found = set()
+        filter_params, inr_params = list(filter_params), list(inr_params)
+        if not filter_params:
+            raise UsageError("no filter parameters given (an empty or used-up iterable?); pass the filter's parameters")
         for opt in self.optimizers:
             if direction == "adam" and not isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)):
                 raise UsageError(f"direction='adam' needs Adam or AdamW optimizers, got {type(opt).__name__}")
-            for group in opt.param_groups:
-                ids = {id(p) for p in group["params"]}
-                if ids & filter_ids:
-                    if ids - filter_ids:
-                        raise UsageError("the filter's parameters must be in a parameter group of their own")
-                    self._filter_groups.append((opt, group))
-                elif ids & inr_ids:
-                    self._inr_groups.append((opt, group))
-                found |= ids
-        if not filter_ids or not filter_ids <= found:
-            raise UsageError("the filter's parameters are not all held by the given optimizers")
-        self._inr_ids = inr_ids
+            attached = _ATTACHED.get(opt, lambda: None)()
+            if attached is not None and attached._handles:
+                raise UsageError(f"this {type(opt).__name__} already has a FilterLineSearch; remove() it first")
+        self._filter_ids = {id(p) for p in filter_params}
+        self._inr_ids = {id(p) for p in inr_params} - self._filter_ids
+        self._params = filter_params + [p for p in inr_params if id(p) in self._inr_ids]
+        self._find_groups()
         self._device = self._filter_groups[0][1]["params"][0].device
-        self._rates = [tensor_learning_rate(opt, group) for opt, group in self._filter_groups]
         self._records = torch.zeros(64, len(RECORD_FIELDS), dtype=torch.float64, device=self._device)
         self._steps = 0
         self._history: list[float] = []
         self._last: dict[str, float] = {}
-        self._step_loss: object = None
+        self._step_key: object = None
         self._stepped: set[int] = set()
-        self._clip_factor: Optional[Tensor] = None
+        self._clip: Optional[tuple[Tensor, list[tuple[weakref.ref, int]]]] = None
         self._handles = [opt.register_step_pre_hook(self._pre_step) for opt in self.optimizers]
+        self._handles += [opt.register_load_state_dict_post_hook(self._reloaded) for opt in self.optimizers]
+        for opt in self.optimizers:
+            _ATTACHED[opt] = weakref.ref(self)
+
+    def _find_groups(self) -> None:
+        """Find the filter's and the INR's parameter groups and give the filter's a tensor rate."""
+        self._filter_groups: list[tuple[Optimizer, dict]] = []
+        self._inr_groups: list[tuple[Optimizer, dict]] = []
+        found: set[int] = set()
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                ids = {id(p) for p in group["params"]}
+                if ids & self._filter_ids:
+                    if ids - self._filter_ids:
+                        raise UsageError("the filter's parameters must be in a parameter group of their own")
+                    self._filter_groups.append((opt, group))
+                elif ids & self._inr_ids:
+                    self._inr_groups.append((opt, group))
+                found |= ids
+        if not self._filter_ids <= found:
+            raise UsageError("the filter's parameters are not all held by the given optimizers")
+        if not self._inr_ids & found:
+            raise UsageError("no INR parameter is held by the given optimizers; pass every optimizer that steps the "
+                             "model (the rule weighs the filter's step against the INR's)")  # fmt: skip
+        self._rates = [tensor_learning_rate(opt, group) for opt, group in self._filter_groups]
+
+    def _reloaded(self, optimizer: Optimizer) -> None:
+        # load_state_dict replaces the parameter groups: the rate must be set in the new ones
+        self._find_groups()
 
     def remove(self) -> None:
         """Detach the hooks; the filter group keeps its last rate, as a number again."""
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        for opt in self.optimizers:
+            if _ATTACHED.get(opt, lambda: None)() is self:
+                del _ATTACHED[opt]
         for (_, group), rate in zip(self._filter_groups, self._rates):
             if group["lr"] is rate:
                 group["lr"] = float(rate)
@@ -601,14 +626,23 @@ class FilterLineSearch:
         history = self.history
         return history[-1] if history else None
 
-    def clip_grad_norm_(self, parameters: Iterable[Tensor], max_norm: float) -> Tensor:
-        """``torch.nn.utils.clip_grad_norm_`` for the coming step, remembered by the line search: the optimizer
-        steps with the clipped gradients, while the rule's first-order model needs the loss's own gradient, so
-        the step's slopes are divided by the clipping factor. Returns the norm before clipping."""
-        total = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-        # torch's own factor, as it scaled the gradients
-        self._clip_factor = (max_norm / (total.to(torch.float64) + 1e-6)).clamp(max=1.0).to(self._device)
+    def clip_grad_norm_(self, max_norm: float) -> Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` of the filter's and the INR's gradients together, for the coming
+        step: the optimizer steps with the clipped gradients, while the rule's first-order model needs the loss's
+        own gradient, so that step's slopes are divided by the clipping factor. Returns the norm before clipping."""
+        total = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
+        # torch's own factor, as it scaled the gradients; it holds while these gradients do (no new backward)
+        factor = (max_norm / (total.to(torch.float64) + 1e-6)).clamp(max=1.0).to(self._device)
+        self._clip = (factor, [(weakref.ref(p.grad), p.grad._version) for p in self._params if p.grad is not None])
         return total
+
+    def _clip_factor(self) -> Optional[Tensor]:
+        """The factor of the last :meth:`clip_grad_norm_` if the gradients are still the ones it clipped."""
+        if self._clip is None:
+            return None
+        factor, grads = self._clip
+        self._clip = None
+        return factor if all(ref() is not None and ref()._version == version for ref, version in grads) else None
 
     def _copy_to_host(self) -> None:
         if len(self._history) < self._steps:
@@ -617,14 +651,24 @@ class FilterLineSearch:
             self._last = dict(zip(RECORD_FIELDS, rows[-1]))
 
     def _pre_step(self, optimizer: Optimizer, args: tuple, kwargs: dict) -> None:
+        if any(arg is not None for arg in args[1:]) or kwargs.get("closure") is not None:  # args[0]: the optimizer
+            raise UsageError("FilterLineSearch needs the step's loss and gradients before the optimizer steps: call "
+                             "backward yourself and step without a closure")  # fmt: skip
         loss = self.loss_fn()
         if loss is None:
             raise RuntimeError("FilterLineSearch: loss_fn returned None; it must return this step's training loss")
-        # A new training step starts when the loss object changes or an optimizer steps a second time. A tensor
-        # loss is held weakly: a strong reference would keep the step's autograd graph alive into the next one.
-        previous = self._step_loss() if isinstance(self._step_loss, weakref.ref) else self._step_loss
-        if loss is not previous or id(optimizer) in self._stepped:
-            self._step_loss = weakref.ref(loss) if isinstance(loss, Tensor) else loss
+        if isinstance(loss, Tensor) and loss.numel() != 1:
+            raise UsageError(
+                f"FilterLineSearch: loss_fn must return the step's scalar loss, got shape {tuple(loss.shape)}"
+            )
+        # A new training step starts when the loss changes or an optimizer steps a second time. A tensor loss is
+        # known by its storage and version (loss.detach() is the same loss; no reference keeps its graph alive).
+        if isinstance(loss, Tensor):
+            key: object = (loss.untyped_storage().data_ptr(), loss.storage_offset(), loss._version)
+        else:
+            key = float(loss)
+        if key != self._step_key or id(optimizer) in self._stepped:
+            self._step_key = key
             self._stepped = set()
             self._set_rate(loss)
         self._stepped.add(id(optimizer))
@@ -655,8 +699,7 @@ class FilterLineSearch:
         inr_batches = slope_batches(self._inr_groups, only=self._inr_ids, **batching)
         inr_lrs = [group["lr"] for _, group in self._inr_groups]
         batches = (filter_batches, len(self._filter_groups), inr_batches)
-        settings = (self.rule, self.lr_min, self.lr_max, self.eps, self.c1, self._clip_factor)
-        self._clip_factor = None
+        settings = (self.rule, self.lr_min, self.lr_max, self.eps, self.c1, self._clip_factor())
         # Adam's first step (no moments yet) runs unfused: compiling it would only compile a second graph.
         steady = all(b.settings is None or not isinstance(b.step, float) for b in filter_batches + inr_batches)
         with torch.no_grad():
@@ -698,6 +741,10 @@ class FilterLineSearch:
             return line_search_row(*args)
         self._compiled_ran = True
         return row
+
+
+_ATTACHED: "weakref.WeakKeyDictionary[Optimizer, weakref.ref[FilterLineSearch]]" = weakref.WeakKeyDictionary()
+"""The line search hooked into each optimizer: a second one would set the rate twice a step."""
 
 
 def rate_dtype(device: torch.device, fused: bool = False) -> torch.dtype:

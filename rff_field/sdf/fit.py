@@ -336,7 +336,7 @@ def train_sdf(
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if config.grad_clip > 0 and search is not None:  # its slopes need the gradient before clipping
-                    search.clip_grad_norm_(params, config.grad_clip)
+                    search.clip_grad_norm_(config.grad_clip)
                 elif config.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
                 state["loss"] = loss.detach()

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from rff_field.core.encodings import PositionalEncoding
+from rff_field.core.errors import UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import FilterLineSearch, balanced_step_size, filter_step_size
 from rff_field.inr.mlp import FourierFeatureMLP
@@ -208,17 +209,92 @@ def test_clipped_gradients_give_the_slopes_of_the_loss_own_gradient():
         products = {name: float((grads[name] * directions[name].double()).sum()) for name in grads}
         return tuple(sum(v for n, v in products.items() if (".filter." in n) == filt) for filt in (True, False))
 
-    for clip in (True, True, True, False):  # the factor of a clip does not carry over to the next step
+    # The factor of a clip does not carry over to the next step, nor past a step that was skipped after it.
+    for clip, skipped in ((True, False), (True, False), (True, True), (False, False), (True, False)):
         opt.zero_grad()
         step["loss"] = ((net(x) - y) ** 2).mean()
         step["loss"].backward()
         own = {name: p.grad.double().clone() for name, p in net.named_parameters()}
         if clip:
             norm = float(torch.sqrt(sum((g**2).sum() for g in own.values())))
-            assert float(hook.clip_grad_norm_(net.parameters(), 1e-3 * norm)) == pytest.approx(norm)
+            assert float(hook.clip_grad_norm_(1e-3 * norm)) == pytest.approx(norm)
+        if skipped:
+            continue
         d_filter, d_inr = slopes(own)
         opt.step()
         last = hook.last
         assert last["d_filter"] == pytest.approx(d_filter, rel=1e-6)
         assert last["lr_d_inr"] == pytest.approx(LR_INR * d_inr, rel=1e-6)
         assert last["lr"] == filter_step_size(last["loss"], last["d_filter"], last["lr_d_inr"], 1.0, lr_max=LR_MAX)
+
+
+def two_optimizers(read=lambda loss: loss):
+    """A problem with the INR and the filter in optimizers of their own; ``read`` is what ``loss_fn`` returns of
+    the step's loss."""
+    net, x, y = make_problem()
+    filt, inr = split_filter_parameters(net)
+    opt_inr, opt_filter = torch.optim.Adam(inr, lr=LR_INR), torch.optim.Adam(filt, lr=1e-3)
+    step = {}
+    hook = FilterLineSearch(filt, inr, [opt_inr, opt_filter], lambda: read(step["loss"]), lr_max=LR_MAX)
+
+    def train(steps: int) -> None:
+        for _ in range(steps):
+            for opt in (opt_inr, opt_filter):
+                opt.zero_grad()
+            step["loss"] = ((net(x) - y) ** 2).mean()
+            step["loss"].backward()
+            opt_inr.step()
+            opt_filter.step()
+
+    return hook, train, (opt_inr, opt_filter), filt
+
+
+@pytest.mark.parametrize("read", [lambda loss: loss.item(), lambda loss: loss.detach()], ids=["item", "detach"])
+def test_a_loss_read_anew_at_every_hook_is_one_step(read):
+    # A new object per call (a float, a detached tensor) must not start a second step when the second optimizer
+    # steps: one rate per training step, set before either optimizer moved, as with the loss tensor itself.
+    hook, train, _, _ = two_optimizers(read)
+    reference, train_reference, _, _ = two_optimizers()
+    train(3)
+    train_reference(3)
+    assert len(hook.history) == 3 and hook.history == reference.history
+
+
+def test_loading_the_optimizer_state_keeps_the_line_search_in_charge():
+    hook, train, (_, opt_filter), _ = two_optimizers()
+    train(2)
+    saved = copy.deepcopy(opt_filter.state_dict())
+    saved["param_groups"][0]["lr"] = 123.0  # outside the bounds: only a rate the rule did not set can be 123
+    opt_filter.load_state_dict(saved)  # replaces the parameter groups
+    train(1)
+    assert len(hook.history) == 3 and float(opt_filter.param_groups[0]["lr"]) == hook.history[-1] <= LR_MAX
+
+
+def test_misuse_is_refused_with_a_message():
+    net, x, y = make_problem()
+    filt, inr = split_filter_parameters(net)
+    opt = torch.optim.Adam([{"params": filt}, {"params": inr}], lr=1e-3)
+    loss = ((net(x) - y) ** 2).mean()
+    with pytest.raises(UsageError, match="no filter parameters given"):
+        FilterLineSearch(iter(()), inr, opt, lambda: loss)
+    with pytest.raises(UsageError, match="no INR parameter is held"):
+        FilterLineSearch(filt, inr, torch.optim.Adam(filt), lambda: loss)
+    with pytest.raises(UsageError, match="eps"):
+        FilterLineSearch(filt, inr, opt, lambda: loss, eps=-1.0)
+    with pytest.raises(UsageError, match="c1"):
+        FilterLineSearch(filt, inr, opt, lambda: loss, c1=1.0)
+    hook = FilterLineSearch(filt, inr, [opt, opt], lambda: per_sample.mean())
+    with pytest.raises(UsageError, match="already has a FilterLineSearch"):
+        FilterLineSearch(filt, inr, opt, lambda: loss)
+    per_sample = (net(x) - y) ** 2
+    per_sample.mean().backward()
+    with pytest.raises(UsageError, match="without a closure"):
+        opt.step(lambda: per_sample.mean())
+    hook.loss_fn = lambda: per_sample
+    with pytest.raises(UsageError, match=r"scalar loss, got shape \(128, 1\)"):
+        opt.step()
+    hook.loss_fn = lambda: per_sample.mean()
+    opt.step()
+    assert len(hook.history) == 1  # the optimizer given twice is hooked once
+    hook.remove()
+    FilterLineSearch(filt, inr, opt, lambda: loss)  # removed: another may be attached
