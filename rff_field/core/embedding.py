@@ -77,7 +77,7 @@ class EmbeddingConfig:
 
         Args:
             in_dim: Input coordinates.
-            sidelength: Samples along the signal's shortest axis (the ``wire`` bands need it or
+            sidelength: Samples along the signal's longest axis (the ``wire`` bands need it or
                 ``num_frequencies``).
         """
         encoding = self._unfiltered(in_dim, sidelength)

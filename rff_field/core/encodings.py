@@ -83,7 +83,8 @@ class PositionalEncoding(Encoding):
         """The WIRE repository's Nyquist-limited encoding for coordinates in [-1, 1].
 
         ``L = floor(log2(sidelength / 4))`` bands with features ``sin(2**k pi x)`` (frequencies ``2**(k-1)``),
-        k = 0..L-1, input included: 22 features for a 2D image whose short side is 128.
+        k = 0..L-1, input included, with ``sidelength`` the signal's longest side as the repository takes it: 22
+        features for a 192x128 image.
         """
         check_positive("sidelength", sidelength, integer=True)
         num_frequencies = int(math.floor(math.log2(sidelength / 4)))

@@ -51,7 +51,7 @@ from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import group_slopes, rate_dtype, step_size_by_rule, tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP
 from rff_field.image.checkpoint import FitCheckpoint, fit_settings, model_checkpoint, restore_fit
-from rff_field.image.data import pixel_coordinates
+from rff_field.image.data import check_pixels, pixel_coordinates
 from rff_field.image.fit import (
     FitConfig,
     FitResult,
@@ -146,6 +146,7 @@ def fit_images(
         raise UsageError("fit_images needs at least one job")
     for job in jobs:
         job.config.check()
+        check_pixels(job.pixels)
     first = jobs[0].config
     if len({batch_key(job.config, job.pixels.shape) for job in jobs}) > 1:
         raise UsageError("these jobs cannot share a batch: their images' sizes or their settings differ (batch_key)")

@@ -166,6 +166,20 @@ def downsample(pixels: Float[Tensor, "H W C"], factor: int) -> Float[Tensor, "h 
     return F.interpolate(chw, size=(height, width), mode="area")[0].permute(1, 2, 0).contiguous()
 
 
+def check_pixels(pixels: object) -> None:
+    """Raise :class:`UsageError` unless ``pixels`` is a float tensor (H, W, C) of values in [0, 1], at least
+    ``MIN_SIDE`` a side (what the fitters take; :func:`load_image` gives it)."""
+    if not isinstance(pixels, Tensor) or pixels.dim() != 3 or not pixels.is_floating_point():
+        got = f"{pixels.dtype} tensor of shape {tuple(pixels.shape)}" if isinstance(pixels, Tensor) else type(pixels)
+        raise UsageError(f"the pixels must be a float tensor (H, W, C) of values in [0, 1], got a {got}; "
+                         "load_image gives one")  # fmt: skip
+    if min(pixels.shape[:2]) < MIN_SIDE or pixels.shape[2] < 1:
+        raise UsageError(f"an image of {tuple(pixels.shape)} is too small: at least {MIN_SIDE}x{MIN_SIDE} pixels")
+    lo, hi = float(pixels.min()), float(pixels.max())
+    if not (0 <= lo and hi <= 1):
+        raise UsageError(f"the pixel values span {lo:g} to {hi:g}, not [0, 1]; divide 8-bit values by 255")
+
+
 def pixel_coordinates(height: int, width: int) -> Float[Tensor, "HW 2"]:
     """Coordinates ``(x, y)`` of every pixel in [-1, 1] (``linspace`` per axis, as the WIRE repository), row-major."""
     y, x = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")

@@ -43,7 +43,7 @@ from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups, param_group
 from rff_field.image.checkpoint import FitCheckpoint, fit_settings, model_checkpoint, restore_fit
-from rff_field.image.data import LoadedImage, downsample, load_image, pixel_coordinates, save_image
+from rff_field.image.data import LoadedImage, check_pixels, downsample, load_image, pixel_coordinates, save_image
 from rff_field.image.metrics import image_metrics, psnr_from_mse
 from rff_field.image.plots import pyplot
 from rff_field.inr.config import METHODS, NetworkConfig, build_network, count_parameters
@@ -209,6 +209,7 @@ def fit_image(
     """
     notify = notify or (lambda message: print(f"note: {message}"))
     config.check()
+    check_pixels(pixels)
     device = resolve_device(config.device)
     height, width, channels = pixels.shape
     num_pixels = height * width

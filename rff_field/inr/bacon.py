@@ -123,7 +123,8 @@ class Bacon(nn.Module):
         schedule: How the default scales and outputs follow from the depth (:func:`default_schedule`).
         reuse_filters: Layers with equal bandwidth share one filter (as the repository's SDF models do).
         quantization_interval: Spacing of the filters' frequency grid.
-        seed: Seed of the frequencies and of the initialisation.
+        seed: Seed of the frequencies and of the weights (the biases come from torch's global generator, as
+            every nn.Linear's do: seed it too for a repeatable network).
     """
 
     def __init__(

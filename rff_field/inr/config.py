@@ -127,8 +127,9 @@ def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: 
         config: Network configuration.
         in_dim: Input coordinates (2 for images, 3 for shapes).
         out_dim: Output channels.
-        sidelength: Samples along the shortest axis of the signal (for the WIRE PE).
+        sidelength: Samples along the longest axis of the signal (for the WIRE PE; the WIRE repository's reading).
     """
+    config.check()
     width, depth = config.hidden_features, config.hidden_layers
     if config.method == "siren":
         return Siren(in_dim, out_dim, width, depth, config.omega0, config.omega0)

@@ -110,22 +110,24 @@ class SapeMLP(nn.Module):
     def channel_mask(self, coords: Float[Tensor, "N 2"]) -> Float[Tensor, "N D"]:
         """The visibility of every embedding channel at ``coords``."""
         blocks = torch.arange(1, self.num_blocks, device=coords.device, dtype=self.level.dtype)
-        grid = (self.level[None] >= blocks[:, None, None]).float()[None]  # [1, B-1, res, res]
+        grid = (self.level[None] >= blocks[:, None, None]).to(coords.dtype)[None]  # [1, B-1, res, res]
         grid = self._box(grid)
         sampled = F.grid_sample(grid, coords.view(1, -1, 1, 2), mode="bilinear", align_corners=True)
-        per_block = torch.cat([torch.ones(coords.shape[0], 1, device=coords.device), sampled[0, :, :, 0].T], dim=1)
+        ones = torch.ones(coords.shape[0], 1, device=coords.device, dtype=coords.dtype)
+        per_block = torch.cat([ones, sampled[0, :, :, 0].T], dim=1)
         return per_block[:, self.block_of]
 
     def forward(self, coords: Float[Tensor, "*bs 2"]) -> Float[Tensor, "*bs out_dim"]:
         flat = coords.reshape(-1, 2)
         cache = self._cache
-        if cache is not None and cache[0] is coords and cache[1] == self._version:
+        key = (self._version, coords._version)  # the grid's state and the coordinates' (changed in place?)
+        if cache is not None and cache[0] is coords and cache[1] == key:
             gamma, mask = cache[2], cache[3]
         else:
             with torch.no_grad():
                 gamma = self.encoding(flat)
                 mask = self.channel_mask(flat)
-            self._cache = (coords, self._version, gamma, mask)
+            self._cache = (coords, key, gamma, mask)
         features = gamma * mask
         if self.identity:
             features = torch.cat([flat, features], dim=-1)

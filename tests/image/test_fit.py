@@ -283,3 +283,16 @@ def test_a_stop_time_ends_the_fit_with_the_iterations_done():
     metrics = result.metrics
     assert len(metrics["psnr_history"]) == len(metrics["filter_lr_history"]) == metrics["iters"] == 5
     assert metrics["iters_requested"] == 50 and "after 5 of 50" in metrics["stopped"]
+
+
+def test_pixels_that_are_not_an_image_of_unit_values_are_refused_before_training():
+    good = smooth_image(8)
+    for pixels, message in [
+        ((good * 255).to(torch.uint8), r"float tensor \(H, W, C\).*got a torch.uint8 tensor"),
+        (good[..., 0], r"got a torch.float32 tensor of shape \(8, 8\)"),
+        (good.numpy(), "got a <class 'numpy.ndarray'>"),
+        (good * 255, "span .* to .*, not \\[0, 1\\]; divide 8-bit values by 255"),
+        (good[:2], "too small"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            fit_image(pixels, small("mlp-pe", iters=1), progress=False)

@@ -87,3 +87,10 @@ def test_unknown_method_and_missing_sidelength_are_clear_errors():
         build_network(NetworkConfig(method="mlp-xyz"), 2, 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="side length"):
         build_network(NetworkConfig(method="mlp-pe", pe="wire"), 2, 3)
+
+
+def test_build_network_refuses_a_configuration_no_network_can_have():
+    from rff_field.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="hidden-features must be positive"):
+        build_network(NetworkConfig(method="mlp-pe", hidden_features=0), 2, 3)

@@ -59,3 +59,15 @@ def test_build_network_sape_variants():
     assert isinstance(pe.encoding, PositionalEncoding) and pe.num_blocks == 5
     out = rff(pixel_coordinates(4, 4))
     assert out.shape == (16, 3)
+
+
+def test_the_embedding_cache_follows_the_coordinates_and_float64_works():
+    model = SapeMLP(RandomFourierEncoding(2, 4, 5.0), 3, 16, 1, res=8)
+    model.level.fill_(4)
+    model._version += 1
+    coords = pixel_coordinates(6, 6)
+    model(coords)  # cached for these coordinates
+    coords.mul_(0.5)  # changed in place: the cache must not answer for them
+    assert torch.equal(model(coords), model(coords.clone()))
+    double = model.double()
+    assert double(coords.double()).dtype == torch.float64
