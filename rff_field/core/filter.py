@@ -103,7 +103,9 @@ class FilteredEncoding(Encoding):
     def forward(
         self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
     ) -> Float[Tensor, "*bs output_dim"]:
-        return self.apply_filter(self.encoding(in_tensor, covs=covs))
+        # covs only when given: not every nerfstudio encoding takes them (SHEncoding, HashEncoding)
+        gamma = self.encoding(in_tensor) if covs is None else self.encoding(in_tensor, covs=covs)
+        return self.apply_filter(gamma)
 
 
 def filter_parameters(module: nn.Module) -> Iterator[nn.Parameter]:

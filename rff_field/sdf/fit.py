@@ -4,9 +4,10 @@ Defaults follow the BACON repository's SDF experiments (``experiments/train_sdf.
 paper reuses: 10,000 samples a step (half coarse, half fine), loss ``sum fine^2 + 1e-2 sum coarse^2`` (averaged
 over BACON's outputs when it has several), Adam with AMSGrad, gradient norm clipped to 1, and a learning rate that
 decays log-linearly from the method's initial rate to 1e-4 over the run. Networks: ReLU MLPs of 8 layers of 256
-(BACON's ``ff`` baseline), SIREN with 9 sine layers of 256, BACON with 8 hidden layers of 256 and outputs after
-layers 2, 4, 6, 8. The filtered methods feed the same MLP ``f_a(gamma(v)) * gamma(v)``; the filter's rate is set
-by the line search every step while the MLP keeps the schedule.
+(the size of BACON's ``ff`` baseline, with PyTorch's default initialisation), SIREN with 9 sine layers of 256,
+BACON with 8 hidden layers of 256 and outputs after layers 2, 4, 6, 8. The filtered methods feed the same MLP
+``f_a(gamma(v)) * gamma(v)``; the filter's rate is set by the line search every step while the MLP keeps the
+schedule.
 """
 
 from __future__ import annotations
