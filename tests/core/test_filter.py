@@ -120,3 +120,12 @@ def test_filtered_encoding_plugs_into_nerfstudio_field():
     pos = FilteredEncoding(PositionalEncoding.pow2(3, 4))
     field = NeRFField(position_encoding=pos, direction_encoding=PositionalEncoding.pow2(3, 2), base_mlp_num_layers=2)
     assert field.mlp_base.in_dim == pos.get_out_dim()
+
+
+def test_filtered_encoding_wraps_an_encoding_that_takes_no_covariances():
+    from nerfstudio.field_components.encodings import SHEncoding
+
+    sh = SHEncoding(levels=2, implementation="torch")
+    filtered = FilteredEncoding(sh)
+    directions = torch.nn.functional.normalize(torch.randn(5, 3), dim=-1)
+    assert torch.equal(filtered(directions), filtered.apply_filter(sh(directions)))
