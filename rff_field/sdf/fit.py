@@ -222,7 +222,9 @@ class TrainResult:
     sampling_seconds: float = 0.0
     """Part of it spent drawing samples (and their exact SDF when sampling fresh)."""
     iters: int = 0
-    """Steps done."""
+    """Steps done (a diverged fit: up to its last finite state)."""
+    steps_run: int = 0
+    """Steps trained, those after a diverged fit's last finite state included: what the timings divide by."""
     diverged_at: Optional[int] = None
     """When training diverged: the first step seen non-finite (the network is put back to step ``iters``)."""
     diverged: Optional[str] = None
@@ -234,7 +236,7 @@ class TrainResult:
 
     @property
     def seconds_per_iter(self) -> float:
-        return self.seconds / max(self.iters, 1)
+        return self.seconds / max(self.steps_run, 1)
 
 
 Sampler = Union[MeshSDF, SamplePool]
@@ -300,6 +302,7 @@ def train_sdf(
     rates_before: list[float] = []  # with the line search, the rates of the runs before a resume (it records its own)
     saved = load_checkpoint(checkpoint, SDFCheckpoint, settings, notify)
     first_step = saved.iteration if saved is not None else 0
+    result.steps_run = first_step
     before = (saved.seconds, saved.cpu_seconds, saved.sampling_seconds) if saved is not None else (0.0, 0.0, 0.0)
     if saved is not None:
         restore_model(network, optimizer, saved.model, saved.adam)
@@ -342,6 +345,7 @@ def train_sdf(
                     torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
                 state["loss"] = loss.detach()
                 optimizer.step()
+                result.steps_run = step + 1
                 if filter_group is not None and search is None:
                     scheduled_rates.append(float(filter_group["lr"]))
                 scheduler.step()

@@ -128,6 +128,8 @@ def test_training_stops_at_the_first_check_after_the_loss_turns_non_finite_and_k
     # no read before step 4 found everything finite: the network is put back to its initial state, of step 0
     assert (result.diverged_at, result.iters, len(result.loss), net.calls) == (3, 0, 0, 4)
     assert "diverged at step 3" in result.diverged and float(net.w) == 1.0
+    # the timings divide by the 4 steps trained, not by the 0 kept
+    assert result.steps_run == 4 and result.seconds_per_iter == pytest.approx(result.seconds / 4)
 
 
 class SphereSDF(nn.Module):
