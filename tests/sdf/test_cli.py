@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from rff_field.bench.sdf import parse_method
+from rff_field.bench.sdf import FLOOR_LABEL, parse_method, results_table
 from rff_field.cli import sdf as cli
 from rff_field.core.errors import UsageError
 from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig
@@ -174,3 +174,10 @@ def test_bench_takes_variants_as_the_other_benchmarks_do(tmp_path, capsys):
     cli.main(["bench", "--variants", "mlp-pe", "a:siren", "--list-jobs", "--out", str(tmp_path / "bench")])
     listed = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[-1] for line in listed] == ["runs/generated/mlp-pe", "runs/generated/a"]
+
+
+def test_the_table_marks_the_best_network_not_the_exact_sdf_reference():
+    rows = [dict(mesh="bunny", label=label, chamfer=chamfer) for label, chamfer in
+            [("mlp-pe", 3e-7), (FLOOR_LABEL, 1e-7), ("filtered-pe", 2e-7)]]  # fmt: skip
+    bold = [line.split(" | ")[0] for line in results_table(rows).splitlines() if "**" in line]
+    assert bold == ["| filtered-pe"]
