@@ -630,7 +630,8 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
             means[label] = {key: _mean([r[key] for r in mine]) for key in SUMMARY_KEYS}
             means[label]["images"] = len(mine)
             means[label]["variant"] = mine[0]["variant"]
-            means[label]["hidden_features"] = mine[0]["hidden_features"]
+            widths = sorted({r["hidden_features"] for r in mine})  # a matched variant's width depends on the image
+            means[label]["hidden_features"] = widths[0] if len(widths) == 1 else widths
             means[label]["diverged"] = sum(bool(r.get("diverged")) for r in mine)
         groups[group] = {"means": means, "runs": rows}
     total = len(jobs)
@@ -705,7 +706,7 @@ def results_markdown(summary: dict) -> str:
         data = summary["groups"][group]
         if not data["runs"]:
             continue
-        iters = sorted({r["iters"] for r in data["runs"]})
+        iters = sorted({r.get("iters_requested", r["iters"]) for r in data["runs"]})  # a diverged run's kept few
         lines += ["", f"## {titles[group]} ({', '.join(map(str, iters))} iterations)", ""]
         if group != "sweep":
             lines += [
@@ -715,8 +716,12 @@ def results_markdown(summary: dict) -> str:
             ]
             for label, m in data["means"].items():
                 mark = f" (diverged: {m['diverged']} of {m['images']})" if m.get("diverged") else ""
+                widths = m["hidden_features"]
+                width = (
+                    f"widths {min(widths)}–{max(widths)} by image" if isinstance(widths, list) else f"width {widths}"
+                )
                 lines.append(
-                    f"| {label}{mark} | `{m['variant']}` (width {m['hidden_features']}) | {m['images']} | "
+                    f"| {label}{mark} | `{m['variant']}` ({width}) | {m['images']} | "
                     f"{_fmt(m['psnr'])} | {_fmt(m['best_psnr'])} | {_fmt(m['ssim'], 4)} | {_fmt(m['lpips'], 4)} | "
                     f"{_fmt(m['seconds_per_iter'], 4)} | {format_count(m['num_params'])} | "
                     f"{format_count(m['num_filter_params'])} | {_fmt(m['params_per_value'], 3)} |"
@@ -728,7 +733,11 @@ def results_markdown(summary: dict) -> str:
                       ""] + [f"- {r['label']} on {r['image']}: {r['diverged']}" for r in diverged]  # fmt: skip
         filtered = [r for r in data["runs"] if r.get("filter_lr_median") is not None]
         if filtered and group != "sweep":
-            lines += ["", "Filter learning rate (line search: fraction of steps at lr_max):", ""]
+            lines += [
+                "",
+                "Filter learning rate (line search: fraction of iterations at lr_max, each iteration's last step):",
+                "",
+            ]
             lines += ["| variant | image | final | median | at lr_max |", "|---|---|---:|---:|---:|"]
             for r in filtered:
                 lines.append(

@@ -124,8 +124,10 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
     with_lr = [r for r in runs if r[2].get("filter_lr_history")]
     fig, axes = plt.subplots(1, 2 if with_lr else 1, figsize=(13 if with_lr else 7, 4.2), squeeze=False)
     ax = axes[0, 0]
+    colours = {}
     for label, _, metrics in runs:
-        ax.plot(*history_series(metrics["psnr_history"]), lw=0.9, label=label)
+        (line,) = ax.plot(*history_series(metrics["psnr_history"]), lw=0.9, label=label)
+        colours[label] = line.get_color()  # the same run in the same colour in both panels
     ax.set_xlabel("iteration")
     ax.set_ylabel("PSNR (dB)")
     ax.set_title(f"{title}: training PSNR" if title else "training PSNR")
@@ -134,7 +136,7 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
     if with_lr:
         ax = axes[0, 1]
         for label, _, metrics in with_lr:
-            ax.plot(*history_series(metrics["filter_lr_history"]), lw=0.9, label=label)
+            ax.plot(*history_series(metrics["filter_lr_history"]), lw=0.9, label=label, color=colours[label])
         ax.set_xlabel("iteration")
         ax.set_ylabel("filter learning rate")
         ax.set_yscale("symlog", linthresh=1e-6)
