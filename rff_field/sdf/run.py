@@ -268,14 +268,9 @@ def run_sdf(
         torch.save(network.state_dict(), out / "model.pt")
     if output.render:
         cd = metrics.get("chamfer")
-        render_comparison(
-            out,
-            vertices,
-            triangles,
-            gt,
-            output.view,
-            f"{gt.name} · {label} · {result.iters} steps · Chamfer {cd:.3g}" if cd is not None else label,
-        )
+        quality = f"Chamfer {cd:.3g}" if cd is not None else "no surface"
+        state = f"diverged at step {result.diverged_at}" if result.diverged else f"{result.iters} steps"
+        render_comparison(out, vertices, triangles, gt, output.view, f"{gt.name} · {label} · {state} · {quality}")
     write_json(out / "metrics.json", record, indent=2)  # last: its presence marks the run as finished
     checkpoint.unlink(missing_ok=True)
     if result.diverged is not None:
