@@ -1,9 +1,19 @@
 """Fixtures shared by the tests."""
 
 import os
+import signal
 
 import pytest
 import torch
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_as_in_a_terminal():
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt, as in a terminal, also when pytest was started in the background
+    by a shell that ignores SIGINT there (the tests that press Ctrl-C need it; workers inherit it)."""
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, saved)
 
 
 @pytest.fixture(scope="session", autouse=True)
