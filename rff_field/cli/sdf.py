@@ -174,10 +174,12 @@ class Bench:
                 def index(items: list, item: str) -> int:
                     return items.index(item) if item in items else len(items)
 
-                return index(shapes, record["mesh"]), index(labels, record["label"])
+                floor = record["label"] == sdf_bench.FLOOR_LABEL  # last, as the benchmark writes it
+                return index(shapes, record["mesh"]), len(labels) + 1 if floor else index(labels, record["label"])
 
             records = sorted(records, key=order)
-            protocol["meshes"] = list(dict.fromkeys(r["mesh"] for r in records))
+            paths = {Path(mesh).stem: mesh for mesh in protocol.get("meshes", [])}
+            protocol["meshes"] = [paths.get(name, name) for name in dict.fromkeys(r["mesh"] for r in records)]
             if self.reevaluate:
                 protocol.setdefault("output", {}).update(
                     eval_samples=self.output.eval_samples, f_threshold=self.output.f_threshold

@@ -144,6 +144,10 @@ def test_bench_pool_resume_and_report(tmp_path):
     assert floor["label"] == "exact-sdf" and floor["mesh_closed"]
     assert floor["chamfer"] < min(r["chamfer"] for r in runs[:-1] if r["chamfer"] is not None)
     assert "| exact-sdf |" in (out / "results.md").read_text()
+    summary = (out / "results.md").read_text()
+    cli.main(["bench", "--out", str(out), "--report-only"])  # a report rebuilt alone: the same rows, the same order
+    assert [r["label"] for r in json.loads((out / "results.json").read_text())["runs"]][-1] == "exact-sdf"
+    assert (out / "results.md").read_text() == summary
 
 
 def test_pool_then_fit_from_the_pool(tmp_path):
