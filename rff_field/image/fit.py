@@ -507,6 +507,10 @@ def plot_curves(metrics: dict, path: Path) -> None:
     ax.set_xlabel("iteration")
     ax.set_ylabel("PSNR (dB)")
     ax.set_title(f"{metrics['method']} on {metrics['image']}: best {metrics['best_psnr']:.2f} dB")
+    if not np.isfinite(psnrs).any():  # a fit that diverged at once keeps no history
+        ax.text(0.5, 0.5, "no iteration to plot: the fit diverged at once", ha="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
     ax.grid(alpha=0.3)
     if lrs:
         ax = axes[0, 1]
