@@ -636,7 +636,7 @@ class FilterLineSearch:
         self._clip = (factor, [(weakref.ref(p.grad), p.grad._version) for p in self._params if p.grad is not None])
         return total
 
-    def _clip_factor(self) -> Optional[Tensor]:
+    def _take_clip_factor(self) -> Optional[Tensor]:
         """The factor of the last :meth:`clip_grad_norm_` if the gradients are still the ones it clipped."""
         if self._clip is None:
             return None
@@ -699,7 +699,7 @@ class FilterLineSearch:
         inr_batches = slope_batches(self._inr_groups, only=self._inr_ids, **batching)
         inr_lrs = [group["lr"] for _, group in self._inr_groups]
         batches = (filter_batches, len(self._filter_groups), inr_batches)
-        settings = (self.rule, self.lr_min, self.lr_max, self.eps, self.c1, self._clip_factor())
+        settings = (self.rule, self.lr_min, self.lr_max, self.eps, self.c1, self._take_clip_factor())
         # Adam's first step (no moments yet) runs unfused: compiling it would only compile a second graph.
         steady = all(b.settings is None or not isinstance(b.step, float) for b in filter_batches + inr_batches)
         with torch.no_grad():
