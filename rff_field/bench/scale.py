@@ -14,7 +14,7 @@ With ``--previous`` an earlier scale.json stands in for the runs that are no lon
 ``--out``, so that a new run adds to the report instead of replacing it.
 
 The line search's branches per phase of training come from each filtered run's recorded inputs (loss and the two
-slopes of every iteration) put through :func:`rff_field.core.line_search.filter_step_branch`, checked against the
+slopes of every iteration) put through :func:`rff_field.core.step_rule.filter_step_branch`, checked against the
 recorded rates.
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 from rff_field.bench.image import format_count
 from rff_field.common.outputs import check_output_files
 from rff_field.core.errors import UsageError
-from rff_field.core.line_search import BRANCHES, filter_step_branch
+from rff_field.core.step_rule import BRANCHES, filter_step_branch
 from rff_field.image.plots import pyplot
 
 GRID = (  # factor, folder, tag, setting (what changes from the x4 base)

@@ -19,7 +19,7 @@ Design:
   its own filter rate: the K filter groups read their ``lr`` from one device vector of rates (each group holds a
   0-dim view of it), written once per step.
 * The line search runs per model: :func:`~rff_field.core.line_search.group_slopes` gives the K filter slopes and
-  the K INR slopes in one pass, :func:`~rff_field.core.line_search.filter_step_size_tensor` the K rates from the K
+  the K INR slopes in one pass, :func:`~rff_field.core.step_rule.filter_step_size_tensor` the K rates from the K
   losses, all on the device. Nothing is read on the host between progress updates.
 * Same seeds, same initialisation and the same mini-batch order (one generator per model, seeded as in
   ``fit_image``) as K sequential fits; only the order of floating-point sums inside batched matrix products may
@@ -48,8 +48,9 @@ from rff_field.common.stopping import fit_stops
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
-from rff_field.core.line_search import group_slopes, rate_dtype, step_size_by_rule, tensor_learning_rate
+from rff_field.core.line_search import group_slopes, rate_dtype, tensor_learning_rate
 from rff_field.core.optim import FILTER_GROUP
+from rff_field.core.step_rule import step_size_by_rule
 from rff_field.image.checkpoint import FitCheckpoint, fit_settings, model_checkpoint, restore_fit
 from rff_field.image.data import check_pixels, pixel_coordinates
 from rff_field.image.fit import (

@@ -6,7 +6,7 @@ import pytest
 
 from rff_field.bench.scale import ScaleReport
 from rff_field.core.errors import UsageError
-from rff_field.core.line_search import filter_step_size
+from rff_field.core.step_rule import filter_step_size
 
 ITERS = 100
 

@@ -14,7 +14,7 @@ from rff_field.cli import bench, export_mesh, image, sdf
 from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
 from rff_field.core.errors import UsageError
 from rff_field.core.filter import BiasFreeFilter, FilteredEncoding, initialize_filter
-from rff_field.core.line_search import balanced_step_size, filter_step_size
+from rff_field.core.step_rule import balanced_step_size, filter_step_size
 from rff_field.image.data import load_image
 
 

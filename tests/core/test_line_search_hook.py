@@ -10,7 +10,8 @@ from torch import nn
 from rff_field.core.encodings import PositionalEncoding
 from rff_field.core.errors import UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
-from rff_field.core.line_search import FilterLineSearch, balanced_step_size, filter_step_size
+from rff_field.core.line_search import FilterLineSearch
+from rff_field.core.step_rule import balanced_step_size, filter_step_size
 from rff_field.inr.mlp import FourierFeatureMLP
 
 LR_INR, LR_MAX = 1e-2, 1.0

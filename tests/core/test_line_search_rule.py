@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rff_field.core.line_search import BRANCHES, filter_step_branch, filter_step_size
+from rff_field.core.step_rule import BRANCHES, filter_step_branch, filter_step_size
 
 
 def test_inr_step_alone_reaches_zero_gives_lr_min():
@@ -90,7 +90,7 @@ def test_accepts_zero_dim_tensors_and_returns_float():
 
 
 def test_balance_rule_equalises_predicted_decreases():
-    from rff_field.core.line_search import balanced_step_size
+    from rff_field.core.step_rule import balanced_step_size
 
     rate = balanced_step_size(d_filter=-0.05, d_inr=-2e-3, lr_inr=1e-3, lr_max=1.0)
     assert rate == pytest.approx(1e-3 * 2e-3 / 0.05)

@@ -14,8 +14,8 @@ import torch
 
 from rff_field.core.encodings import PositionalEncoding
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
-from rff_field.core.line_search import (
-    FilterLineSearch,
+from rff_field.core.line_search import FilterLineSearch
+from rff_field.core.step_rule import (
     balanced_step_size,
     balanced_step_size_tensor,
     filter_step_size,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from rff_field.core.line_search import filter_step_size
 from rff_field.core.optim import FILTER_GROUP
+from rff_field.core.step_rule import filter_step_size
 
 
 def _adam_direction(opt: torch.optim.Optimizer, group: dict, p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.filter import split_filter_parameters
-from rff_field.core.line_search import FilterLineSearch, filter_step_size
+from rff_field.core.line_search import FilterLineSearch
+from rff_field.core.step_rule import filter_step_size
 from rff_field.nerf.field import make_nerf_field
 from rff_field.nerf.mesh_export import samples_at
 
