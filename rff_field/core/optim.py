@@ -101,6 +101,9 @@ def attach_line_search(
 ) -> Optional[FilterLineSearch]:
     """Hook the line search into ``optimizers`` when ``config.enabled`` and there is a filter; else None.
 
+    Raises ``UsageError`` when ``filter_params`` is not given and no group has a name (an optimizer not built by
+    :func:`named_param_groups`), where None would silently train without the line search.
+
     Args:
         config: The rule and its bounds.
         optimizers: The optimizer(s) holding the filter's and the INR's parameters.
@@ -112,6 +115,11 @@ def attach_line_search(
     optimizers = [optimizers] if isinstance(optimizers, Optimizer) else list(optimizers)
     groups = [group for optimizer in optimizers for group in optimizer.param_groups]
     if filter_params is None:
+        if config.enabled and not any("name" in g for g in groups):
+            raise UsageError(
+                f"the optimizer's parameter groups have no names: build them with named_param_groups (the filter's "
+                f"group is named '{FILTER_GROUP}') or pass filter_params"
+            )
         filter_params = [p for g in groups if g.get("name") == FILTER_GROUP for p in g["params"]]
     if inr_params is None:
         inr_params = [p for g in groups if g.get("name") != FILTER_GROUP for p in g["params"]]

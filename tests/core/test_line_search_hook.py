@@ -11,6 +11,7 @@ from rff_field.core.encodings import PositionalEncoding
 from rff_field.core.errors import UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
 from rff_field.core.line_search import FilterLineSearch
+from rff_field.core.optim import LineSearchConfig, attach_line_search, named_param_groups
 from rff_field.core.step_rule import balanced_step_size, filter_step_size
 from rff_field.inr.mlp import FourierFeatureMLP
 
@@ -299,3 +300,19 @@ def test_misuse_is_refused_with_a_message():
     assert len(hook.history) == 1  # the optimizer given twice is hooked once
     hook.remove()
     FilterLineSearch(filt, inr, opt, lambda: loss)  # removed: another may be attached
+
+
+def test_attach_finds_the_filter_by_group_name_and_refuses_unnamed_groups():
+    net, x, y = make_problem()
+    loss = ((net(x) - y) ** 2).mean()
+    config = LineSearchConfig()
+    filt, inr = split_filter_parameters(net)
+    unnamed = torch.optim.Adam([{"params": filt}, {"params": inr}], lr=1e-3)
+    with pytest.raises(UsageError, match="no names"):
+        attach_line_search(config, unnamed, lambda: loss)
+    named = torch.optim.Adam(named_param_groups(net, inr_lr=1e-3, filter_lr=1e-3))
+    hook = attach_line_search(config, named, lambda: loss)
+    assert hook is not None
+    assert hook._filter_ids == {id(p) for p in filt}
+    hook.remove()
+    assert attach_line_search(LineSearchConfig(enabled=False), unnamed, lambda: loss) is None
