@@ -162,7 +162,7 @@ class BenchConfig:
     """A benchmark: variants x images with one protocol, the robustness sweep, and longer runs."""
 
     images: Path = DATA_ROOT / "kodak"
-    """Folder of images (PNG/JPEG)."""
+    """Folder of images (PNG/JPEG); the default lies under $RFF_DATA when that is set."""
     out: Path = Path("outputs/bench-image")
     """Output folder: one subfolder per job, plus results.json, results.md and figures."""
     names: tuple[str, ...] = ()

@@ -55,7 +55,8 @@ class NerfBenchConfig:
     """Variants of nerfstudio methods trained on one scene with one protocol, each a resumable job."""
 
     data: Path = DATA_ROOT / "nerf_synthetic" / "chair"
-    """The scene (a Blender-format folder, or whatever the methods' data parsers read)."""
+    """The scene (a Blender-format folder, or whatever the methods' data parsers read); the default lies under
+    $RFF_DATA when that is set."""
     out: Path = Path("outputs/bench-nerf")
     """Output folder: ``runs/<label>/`` per variant, ``timing-<first method>.json`` (nerf-timing), and the
     nerfstudio runs."""

@@ -411,7 +411,7 @@ class ReproductionReport:
     images: tuple[str, ...] = ("kodim01", "kodim05", "kodim13", "kodim15")
     """Images of the tables."""
     kodak: Path = DATA_ROOT / "kodak"
-    """Kodak folder (for the crops)."""
+    """Kodak folder (for the crops); the default lies under $RFF_DATA when that is set."""
     iters: int = 5000
     """Iterations of the main tables."""
     long_iters: int = 20000

@@ -132,8 +132,9 @@ class Bench:
     reevaluate: bool = False
     """With --report-only: recompute every run's metrics with this --eval-samples and --f-threshold."""
     floor: bool = False
-    """Also mesh each shape's exact SDF at --resolution and measure it (row exact-sdf): the best score a network
-    can reach with this marching-cubes grid."""
+    """Also mesh each shape's exact SDF and measure it (row exact-sdf), at the grid, sample count and F-score
+    threshold the runs in --out were measured with: the best score a network can reach with that marching-cubes
+    grid."""
     jobs: Annotated[ResumableJobOptions, Flat] = field(default_factory=ResumableJobOptions)
     """Which runs to do, and how (--overwrite: write into a non-empty --out and rerun finished runs)."""
 
@@ -252,11 +253,15 @@ class Bench:
                 print(f"no run under {out / 'runs'} has finished yet, so there is no report to write")
                 return {"records": [], "written": {}}
         if self.floor:
+            # measured like the runs: at their grid, sample count and threshold (with --reevaluate, the new ones)
+            measured = ("resolution", "eval_samples", "f_threshold")
+            stored = {k: v for k, v in protocol.get("output", {}).items() if k in measured}
+            floor_output = dataclasses.replace(self.output, **stored)
             done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
             pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}
             for name, pool in pools.items():
                 if name not in done:
-                    records.append(sdf_bench.exact_floor(out, name, Path(pool), self.output))
+                    records.append(sdf_bench.exact_floor(out, name, Path(pool), floor_output))
         written = sdf_bench.write_report(out, records, protocol, self.figure_mesh, self.output.view)
         print("wrote " + ", ".join(str(p) for p in written.values()))
         return {"records": records, "written": written}

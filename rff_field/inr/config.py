@@ -51,7 +51,7 @@ class NetworkConfig:
     rff_frequencies: int = 128
     """Number of random frequencies (the embedding has twice as many channels)."""
     rff_sigma: float = 10.0
-    """Standard deviation of the random frequencies."""
+    """Standard deviation of the random frequencies, in cycles per unit of the input coordinates."""
     rff_seed: int = 0
     """Seed of the random frequencies."""
     filter_layers: int = 3

@@ -80,7 +80,7 @@ class SDFNetworkConfig(NetworkConfig):
     rff_frequencies: int = 128
     """Number of random frequencies (as BACON's ``ff``: 256 channels)."""
     rff_sigma: float = 8.0
-    """Standard deviation of the random frequencies (BACON's ``pe_scale`` 8 for Stanford shapes)."""
+    """Standard deviation of the random frequencies, in cycles per unit (BACON's ``pe_scale`` 8 for Stanford shapes)."""
     wire_omega0: float = 10.0
     """WIRE's wavelet frequency (the WIRE repository's value for occupancy volumes)."""
     wire_sigma0: float = 40.0

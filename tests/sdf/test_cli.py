@@ -133,15 +133,19 @@ def test_bench_pool_resume_and_report(tmp_path):
     cli.main(["bench", "--out", str(out), "--report-only"])
     assert json.loads(path.read_text())["chamfer"] == pytest.approx(record["chamfer"])
     # --reevaluate recomputes every run, e.g. with another F-score threshold.
-    cli.main(["bench", "--out", str(out), "--report-only", "--reevaluate", "--f-threshold", "0.5"])
+    cli.main(
+        ["bench", "--out", str(out), "--report-only", "--reevaluate", "--f-threshold", "0.5", "--eval-samples", "2000"]
+    )
     runs = json.loads((out / "results.json").read_text())["runs"]
     assert [r["label"] for r in runs] == ["mlp-pe", "bacon", "filtered-pe:line_search=false"]  # given order
     assert all(r["f_threshold"] == 0.5 and r["f_score"] == float(r["mesh_triangles"] > 0) for r in runs)
-    # --floor adds the exact SDF's marching cubes as a reference row, which scores better than the tiny fits.
-    cli.main(["bench", "--out", str(out), "--report-only", "--floor", "--resolution", "24", "--eval-samples", "2000"])
+    # --floor adds the exact SDF's marching cubes as a reference row, which scores better than the tiny fits; it is
+    # measured as the runs were (grid 24, 2000 samples), whatever this command line says.
+    cli.main(["bench", "--out", str(out), "--report-only", "--floor", "--resolution", "16", "--eval-samples", "500"])
     runs = json.loads((out / "results.json").read_text())["runs"]
     floor = runs[-1]
     assert floor["label"] == "exact-sdf" and floor["mesh_closed"]
+    assert (floor["resolution"], floor["num_samples"], floor["f_threshold"]) == (24, 2000, 0.5)
     assert floor["chamfer"] < min(r["chamfer"] for r in runs[:-1] if r["chamfer"] is not None)
     assert "| exact-sdf |" in (out / "results.md").read_text()
     summary = (out / "results.md").read_text()
