@@ -5,14 +5,14 @@ from __future__ import annotations
 import signal
 
 
-def press_ctrl_c_on_call(monkeypatch, owner, name: str, at: int) -> None:
-    """Make ``owner.name`` press Ctrl-C (SIGINT) on its ``at``-th call."""
+def press_ctrl_c_on_call(monkeypatch, owner, name: str, at: int, signum: int = signal.SIGINT) -> None:
+    """Make ``owner.name`` press Ctrl-C (SIGINT; or send ``signum``) on its ``at``-th call."""
     original, calls = getattr(owner, name), []
 
     def pressing(*args, **kwargs):
         calls.append(1)
         if len(calls) == at:
-            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signum)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, pressing)

@@ -21,6 +21,7 @@ import copy
 import hashlib
 import json
 import math
+import os
 import shutil
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -460,6 +461,36 @@ def checkpoint_path(config: BenchConfig, job: Job) -> Path:
     return config.out / PARTIAL_FOLDER / job.folder / CHECKPOINT_FILE
 
 
+def remove_checkpoint(config: BenchConfig, job: Job) -> None:
+    """Remove the checkpoint of a finished ``job`` from ``partial/``, and the folders it leaves empty there."""
+    path = checkpoint_path(config, job)
+    path.unlink(missing_ok=True)
+    partial_root = config.out / PARTIAL_FOLDER
+    folder = path.parent
+    while folder != partial_root.parent and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
+
+
+def place_checkpoint(config: BenchConfig, job: Job) -> None:
+    """Put the checkpoint that either engine left for ``job`` where this run's engine looks (the batched one under
+    ``partial/``, the sequential one in the job's folder), keeping the further of two; with ``--overwrite`` remove
+    both."""
+    batched, sequential = checkpoint_path(config, job), config.out / job.folder / CHECKPOINT_FILE
+    here, there = (sequential, batched) if config.engine == "sequential" else (batched, sequential)
+    if config.jobs.overwrite:
+        here.unlink(missing_ok=True)
+        there.unlink(missing_ok=True)
+    elif there.is_file():
+        if checkpoint_iteration(there, FitCheckpoint) > checkpoint_iteration(here, FitCheckpoint):
+            here.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(there, here)
+        else:
+            there.unlink()
+    if config.engine == "sequential":
+        remove_checkpoint(config, job)  # moved or removed: the folders it leaves empty under partial/ go too
+
+
 def pending_status(config: BenchConfig, job: Job) -> str:
     """``pending``, or where the checkpoint of a job that was stopped (or is running) stands: ``checkpoint at 5000``
     (the batched engine keeps it under ``partial/``, the sequential one in the job's folder)."""
@@ -514,7 +545,7 @@ def run_batch(
         if "diverged" in result.metrics:
             (notify or print)(f"{job.folder}: {result.metrics['diverged']}; its outputs are marked diverged")
         if not stopped:
-            checkpoint_path(config, job).unlink(missing_ok=True)
+            remove_checkpoint(config, job)
     if stopped:
         (notify or print)(f"{results[0].metrics['stopped']}: this batch's jobs stay pending; what they reached is in "
                           f"{config.out / PARTIAL_FOLDER}, and the same command goes on from there")  # fmt: skip
@@ -543,6 +574,8 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     todo = selected(jobs, config.jobs)
     check_images(config, todo)
     _check_out(config, jobs)
+    for job in todo:
+        place_checkpoint(config, job)
     if config.engine != "sequential":
         run, key = partial(run_batch, config, notify=notify), partial(job_batch_key, config)
         report = run_batches(todo, config.out, run, key, config.batch_models, config.jobs, total=len(jobs))

@@ -63,14 +63,16 @@ class Fit:
 
     def main(self) -> dict:
         """Run the command."""
+        from rff_field.common.checkpoint import CHECKPOINT_FILE, check_resumable
+        from rff_field.sdf.checkpoint import SDFCheckpoint, sdf_settings
         from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
         from rff_field.sdf.run import GroundTruth, check_out_dir, prepare_out_dir, run_sdf
 
         _check_common(self.train, self.output, self.network, self.sign_rays)
         if self.pool is not None and self.mesh is not None:
             raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
+        check_fit_folder(Path(self.out), "SDF fit", "mesh")  # first: --overwrite would not help there
         check_out_dir(Path(self.out), self.overwrite)
-        check_fit_folder(Path(self.out), "SDF fit", "mesh")
         note_unused_filter_options(self.network.method, self.network, self.train)
         if self.pool is not None:
             from rff_field.bench.sdf import load_pool_arrays
@@ -83,6 +85,8 @@ class Fit:
             name, mesh = load_shape(self.mesh, self.fill_holes)
             sampler = MeshSDF(mesh, self.train.coarse_scale, self.train.fine_scale, self.train.seed, self.sign_rays)
             gt = GroundTruth.from_mesh_sdf(sampler, name, self.output.eval_samples)
+        settings = sdf_settings(self.network.resolved(), self.train, gt.name, sampler)
+        check_resumable(Path(self.out) / CHECKPOINT_FILE, SDFCheckpoint, settings, self.overwrite, "step")
         out = prepare_out_dir(self.out, self.overwrite)
         record = run_sdf(out, gt, sampler, self.network, self.train, self.output, progress=self.progress)
         cd = record["chamfer"]

@@ -19,6 +19,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from rff_field.core.errors import UsageError
+
 CHECKPOINT_FILE = "checkpoint.pt"
 """The checkpoint's name in a fit's folder."""
 CHECKPOINT_EVERY_S = 300.0
@@ -105,6 +107,46 @@ def load_checkpoint(
         notify(f"{path} was written by a fit with other settings; this fit starts from the first step")
         return None
     return checkpoint
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def settings_differences(stored: str, current: str) -> list[str]:
+    """``"key: A there, B now"`` for each option (and input) that differs between two :func:`settings_key` strings,
+    apart from :data:`REPORTING_OPTIONS`."""
+    parts = [_steps_only(json.loads(text)) for text in (stored, current)]
+    if len(parts[0]) != len(parts[1]):
+        return ["another kind of fit"]
+    found = []
+    for index, (there, now) in enumerate(zip(*parts)):
+        prefix = "" if isinstance(there, dict) else f"input {index}."
+        flat_there, flat_now = _flat(there, prefix), _flat(now, prefix)
+        for key in sorted(set(flat_there) | set(flat_now)):
+            if flat_there.get(key) != flat_now.get(key):
+                found.append(f"{key}: {flat_there.get(key)} there, {flat_now.get(key)} now")
+    return found
+
+
+def check_resumable(
+    path: Path, kind: type[TrainingCheckpoint], settings: str, overwrite: bool, unit: str = "iteration"
+) -> None:
+    """Refuse to start a fit over the checkpoint at ``path`` of a fit with other settings unless ``overwrite``: it
+    would be replaced, and the work it holds lost. Say what differs."""
+    if overwrite or not path.is_file():
+        return
+    saved = load_checkpoint(path, kind, None, notify=lambda message: None)
+    if saved is None or same_settings(saved.settings, settings):
+        return
+    differences = settings_differences(saved.settings, settings)
+    shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "")
+    raise UsageError(
+        f"{path} holds the checkpoint of a fit with other settings ({shown}); rerun with those to go on from "
+        f"{unit} {saved.iteration}, or pass --overwrite to start this fit over and replace it"
+    )
 
 
 def checkpoint_iteration(path: Path, kind: type[TrainingCheckpoint], settings: Optional[str] = None) -> int:

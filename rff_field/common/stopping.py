@@ -99,21 +99,24 @@ class FitStops:
 def fit_stops(
     total: int, stop_at: Optional[float], save: Optional[Callable[[int], list[Path]]], unit: str = "step"
 ) -> Iterator[FitStops]:
-    """A :class:`FitStops` for the loop within, where the first SIGINT sets ``pressed`` instead of raising
-    :class:`KeyboardInterrupt` (outside the main thread, where handlers cannot be set, SIGINT keeps its usual
-    effect)."""
+    """A :class:`FitStops` for the loop within, where the first SIGINT or SIGTERM (a batch scheduler's stop) sets
+    ``pressed`` instead of ending the process; a second one stops at once (outside the main thread, where handlers
+    cannot be set, both keep their usual effect)."""
     stops = FitStops(total, stop_at, save, unit)
     if threading.current_thread() is not threading.main_thread():
         yield stops
         return
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    at_once = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 
     def handler(signum, frame) -> None:
         stops.pressed = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
+        signal.signal(signum, at_once[signum])
 
-    signal.signal(signal.SIGINT, handler)
+    for signum in previous:
+        signal.signal(signum, handler)
     try:
         yield stops
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        for signum, earlier in previous.items():
+            signal.signal(signum, earlier if earlier is not None else at_once[signum])

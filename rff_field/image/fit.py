@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from rff_field.common.checkpoint import (
     CHECKPOINT_FILE,
+    check_resumable,
     load_checkpoint,
     save_checkpoint,
     set_schedule,
@@ -36,7 +37,7 @@ from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_output_files, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
-from rff_field.common.stopping import fit_stops
+from rff_field.common.stopping import FitInterrupted, fit_stops
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
@@ -333,14 +334,22 @@ def fit_image(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds_per_iter = (seconds_before + time.perf_counter() - start) / iters_run
+    # measuring and writing take a while: from this checkpoint an interrupted run goes straight to them
+    saved_last = []
+    if checkpoint is not None and diverged is None:
+        trained_to_end = first_iteration < iters_run == config.iters  # else the stop or the resumed file holds it
+        saved_last = save(iters_run) if trained_to_end else [checkpoint] * checkpoint.is_file()
     search = None
     done = guard.step if diverged is not None else iters_run
     if line_search is not None:
         line_search.remove()
         search = search_records[:done]
-    result = finish_fit(model, forward, pixels, replace(config, iters=done), name, mse_history[:done],
-                        seconds_per_iter, inr_lr, filter_lrs[:done] if filter_group is not None else None, search,
-                        notify)  # fmt: skip
+    try:
+        result = finish_fit(model, forward, pixels, replace(config, iters=done), name, mse_history[:done],
+                            seconds_per_iter, inr_lr, filter_lrs[:done] if filter_group is not None else None, search,
+                            notify)  # fmt: skip
+    except KeyboardInterrupt:
+        raise FitInterrupted(f"interrupted after training ({done} iterations), while measuring", saved_last) from None
     mark_unfinished(result.metrics, diverged, iters_run, config.iters)
     if resumed:
         result.metrics["resumed_at"] = resumed
@@ -589,16 +598,23 @@ def run_fit(
     config = config or FitConfig()
     notify = notify or (lambda message: print(f"note: {message}"))
     config.check()
-    check_output_dir(Path(out_dir), overwrite)
+    out_dir = Path(out_dir)
+    checkpoint = out_dir / CHECKPOINT_FILE  # saved now and then; a killed run resumes from it
+    interrupted = checkpoint.is_file() and not (out_dir / "metrics.json").is_file()  # its outputs may be half written
+    check_output_dir(out_dir, overwrite or interrupted)
     loaded = prepare_image(image, downsample_factor)
     for notice in loaded.notices:
         notify(notice)
-    checkpoint = Path(out_dir) / CHECKPOINT_FILE  # saved now and then; a killed run resumes from it
+    check_resumable(checkpoint, FitCheckpoint, fit_settings(config, loaded.name, loaded.pixels.shape), overwrite)
     result = fit_image(loaded.pixels, config, name=loaded.name, progress=progress, notify=notify, checkpoint=checkpoint)
     result.metrics["source"] = loaded.source
     result.metrics["downsample"] = downsample_factor if downsample_factor is not None else (4 if image is None else 1)
     result.metrics.update(extra_metrics or {})
-    write_fit_outputs(result, Path(out_dir), error_vmax=config.error_vmax, overwrite=overwrite)
+    try:
+        write_fit_outputs(result, out_dir, error_vmax=config.error_vmax, overwrite=overwrite or interrupted)
+    except KeyboardInterrupt:
+        saved = [checkpoint] if checkpoint.is_file() else []
+        raise FitInterrupted("interrupted while writing the outputs", saved) from None
     checkpoint.unlink(missing_ok=True)
     if "diverged" in result.metrics:
         raise TrainingDiverged(f"{result.metrics['diverged']}; its outputs are in {out_dir}, marked diverged")

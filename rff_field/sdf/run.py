@@ -6,6 +6,7 @@ tyro nor open3d (without open3d the metrics use a KD-tree and the rendering is s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -13,7 +14,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -110,10 +111,12 @@ OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "rende
 
 
 def check_out_dir(path: Path, overwrite: bool) -> None:
-    """Refuse a folder that cannot be written, or a non-empty one unless ``overwrite`` (a folder that holds only the
-    checkpoint of a fit that was killed is fine: the fit resumes from it)."""
+    """Refuse a folder that cannot be written, or a non-empty one unless ``overwrite`` (a folder that holds the
+    checkpoint of a fit that was killed, and what it wrote before it finished, is fine: the fit resumes from it)."""
     check_writable_folder(path, "--out")
-    others = [entry for entry in path.iterdir() if entry.name != CHECKPOINT_FILE] if path.is_dir() else []
+    interrupted = (path / CHECKPOINT_FILE).is_file() and not (path / "metrics.json").is_file()
+    ours = {CHECKPOINT_FILE, *(OUTPUT_FILES if interrupted else ())}
+    others = [entry for entry in path.iterdir() if entry.name not in ours] if path.is_dir() else []
     if others and not overwrite:
         raise UsageError(f"{path} is not empty; choose another --out or pass --overwrite")
 
@@ -138,6 +141,18 @@ def render_comparison(out: Path, vertices, triangles, gt: GroundTruth, view, tit
         ("ground truth", render_mesh(gt.vertices, gt.triangles, view=view)),
     ]
     return save_panels(panels, out / "render.png", title=title)
+
+
+@contextlib.contextmanager
+def _resumable_outputs(checkpoint: Path, steps: int) -> Iterator[None]:
+    """Ctrl-C while meshing, measuring or writing: the checkpoint of the last step lets the same command go on."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        saved = [checkpoint] if checkpoint.is_file() else []
+        raise FitInterrupted(
+            f"interrupted after training ({steps} steps), while meshing, measuring or writing", saved
+        ) from None
 
 
 def run_sdf(
@@ -183,7 +198,7 @@ def run_sdf(
     if result.stopped is not None:
         return {"stopped": result.stopped, "iters": result.iters, "label": label}
 
-    try:
+    with _resumable_outputs(checkpoint, result.iters):
         t0 = time.perf_counter()
         vertices, triangles = extract_mesh(
             network, output.resolution, train_config.device, output.grid_batch, progress=progress
@@ -200,78 +215,72 @@ def run_sdf(
             gt_samples=(gt.surface_points, gt.surface_normals),
         )
         eval_seconds = time.perf_counter() - t0
-    except KeyboardInterrupt:  # the checkpoint of the last step lets the same command go straight to the mesh
-        saved = [checkpoint] if checkpoint.is_file() else []
-        raise FitInterrupted(
-            f"interrupted after training ({result.iters} steps), while meshing and measuring", saved
-        ) from None
-
-    if len(triangles):
-        write_ply(vertices, triangles, out / "mesh.ply", overwrite=True)
-    losses = np.asarray(result.loss, dtype=np.float64)
-    tail = losses[-max(1, len(losses) // 20) :] if len(losses) else losses
-    record = {
-        "method": method,
-        "label": label,
-        "mesh": gt.name,
-        "iters": result.iters,
-        "iters_requested": train_config.iters,
-        "seconds_per_iter": result.seconds_per_iter,
-        "cpu_seconds_per_iter": result.cpu_seconds / max(result.steps_run, 1),
-        "sampling_seconds_per_iter": result.sampling_seconds / max(result.steps_run, 1),
-        **metrics,
-        **counts,
-        "hidden_features": network_config.hidden_features,
-        "hidden_layers": network_config.hidden_layers,
-        "resolution": output.resolution,
-        "points_per_step": train_config.points_per_step,
-        "lr": initial_lr(method, train_config),
-        "lr_final": train_config.lr_final,
-        "line_search": bool(counts["filter_parameters"]) and train_config.line_search.enabled,
-        "final_loss": float(losses[-1]) if len(losses) else None,
-        "final_loss_mean_last5pct": float(tail.mean()) if len(tail) else None,
-        "filter_lr_final": result.filter_lr[-1] if result.filter_lr else None,
-        "filter_lr_mean": float(np.mean(result.filter_lr)) if result.filter_lr else None,
-        "filter_lr_at_max_fraction": (
-            float(np.mean(np.asarray(result.filter_lr) >= train_config.line_search.lr_max * (1 - 1e-9)))
-            if result.filter_lr and train_config.line_search.enabled
-            else None
-        ),
-        "diverged_at": result.diverged_at,
-        "diverged": result.diverged,
-        "resumed_at": result.resumed_at or None,
-        "mesh_vertices": int(len(vertices)),
-        "mesh_triangles": int(len(triangles)),
-        "mesh_closed": bool(is_closed(triangles)),
-        "marching_cubes_seconds": mesh_seconds,
-        "eval_seconds": eval_seconds,
-        "train_seconds": result.seconds,
-        "device": str(train_config.device),
-        "sampling": "pool" if isinstance(sampler, SamplePool) else "fresh",
-        "machine": machine_info(),
-        **(extra or {}),
-    }
-    (out / "config.json").write_text(
-        json.dumps(
-            {"network": dataclasses.asdict(network_config), "train": dataclasses.asdict(train_config)},
-            indent=2,
-            default=str,
+        if len(triangles):
+            write_ply(vertices, triangles, out / "mesh.ply", overwrite=True)
+        losses = np.asarray(result.loss, dtype=np.float64)
+        tail = losses[-max(1, len(losses) // 20) :] if len(losses) else losses
+        record = {
+            "method": method,
+            "label": label,
+            "mesh": gt.name,
+            "iters": result.iters,
+            "iters_requested": train_config.iters,
+            "seconds_per_iter": result.seconds_per_iter,
+            "cpu_seconds_per_iter": result.cpu_seconds / max(result.steps_run, 1),
+            "sampling_seconds_per_iter": result.sampling_seconds / max(result.steps_run, 1),
+            **metrics,
+            **counts,
+            "hidden_features": network_config.hidden_features,
+            "hidden_layers": network_config.hidden_layers,
+            "resolution": output.resolution,
+            "points_per_step": train_config.points_per_step,
+            "lr": initial_lr(method, train_config),
+            "lr_final": train_config.lr_final,
+            "line_search": bool(counts["filter_parameters"]) and train_config.line_search.enabled,
+            "final_loss": float(losses[-1]) if len(losses) else None,
+            "final_loss_mean_last5pct": float(tail.mean()) if len(tail) else None,
+            "filter_lr_final": result.filter_lr[-1] if result.filter_lr else None,
+            "filter_lr_mean": float(np.mean(result.filter_lr)) if result.filter_lr else None,
+            "filter_lr_at_max_fraction": (
+                float(np.mean(np.asarray(result.filter_lr) >= train_config.line_search.lr_max * (1 - 1e-9)))
+                if result.filter_lr and train_config.line_search.enabled
+                else None
+            ),
+            "diverged_at": result.diverged_at,
+            "diverged": result.diverged,
+            "resumed_at": result.resumed_at or None,
+            "mesh_vertices": int(len(vertices)),
+            "mesh_triangles": int(len(triangles)),
+            "mesh_closed": bool(is_closed(triangles)),
+            "marching_cubes_seconds": mesh_seconds,
+            "eval_seconds": eval_seconds,
+            "train_seconds": result.seconds,
+            "device": str(train_config.device),
+            "sampling": "pool" if isinstance(sampler, SamplePool) else "fresh",
+            "machine": machine_info(),
+            **(extra or {}),
+        }
+        (out / "config.json").write_text(
+            json.dumps(
+                {"network": dataclasses.asdict(network_config), "train": dataclasses.asdict(train_config)},
+                indent=2,
+                default=str,
+            )
+            + "\n"
         )
-        + "\n"
-    )
-    np.savez(
-        out / "history.npz",
-        loss=losses.astype(np.float32),
-        filter_lr=np.asarray(result.filter_lr, dtype=np.float32),
-    )
-    if output.save_model:
-        torch.save(network.state_dict(), out / "model.pt")
-    if output.render:
-        cd = metrics.get("chamfer")
-        quality = f"Chamfer {cd:.3g}" if cd is not None else "no surface"
-        state = f"diverged at step {result.diverged_at}" if result.diverged else f"{result.iters} steps"
-        render_comparison(out, vertices, triangles, gt, output.view, f"{gt.name} · {label} · {state} · {quality}")
-    write_json(out / "metrics.json", record, indent=2)  # last: its presence marks the run as finished
+        np.savez(
+            out / "history.npz",
+            loss=losses.astype(np.float32),
+            filter_lr=np.asarray(result.filter_lr, dtype=np.float32),
+        )
+        if output.save_model:
+            torch.save(network.state_dict(), out / "model.pt")
+        if output.render:
+            cd = metrics.get("chamfer")
+            quality = f"Chamfer {cd:.3g}" if cd is not None else "no surface"
+            state = f"diverged at step {result.diverged_at}" if result.diverged else f"{result.iters} steps"
+            render_comparison(out, vertices, triangles, gt, output.view, f"{gt.name} · {label} · {state} · {quality}")
+        write_json(out / "metrics.json", record, indent=2)  # last: its presence marks the run as finished
     checkpoint.unlink(missing_ok=True)
     if result.diverged is not None:
         raise TrainingDiverged(f"{result.diverged}; its outputs are in {out}, marked diverged in metrics.json")

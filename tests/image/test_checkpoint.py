@@ -8,6 +8,7 @@ order, the schedule, the filter's rate) would change them.
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import replace
 
 import imageio.v3 as iio
@@ -27,8 +28,10 @@ from rff_field.bench.image import (
 from rff_field.bench.jobs import JobOptions
 from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, load_checkpoint
 from rff_field.common.stopping import FitInterrupted
+from rff_field.core.errors import UsageError
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image import batched
+from rff_field.image import fit as image_fit
 from rff_field.image.batched import ImageJob, fit_images
 from rff_field.image.checkpoint import FitCheckpoint
 from rff_field.image.fit import PixelPredictor, fit_image, prepare_image, run_fit
@@ -93,7 +96,9 @@ def test_a_checkpoint_of_other_settings_or_another_image_is_not_resumed(tmp_path
         result = fit_image(other_image, other_fit, progress=False, notify=notices.append, checkpoint=tmp_path / "c")
         assert "resumed_at" not in result.metrics
     assert load_checkpoint(path, FitCheckpoint, "other settings", notices.append) is None
-    assert notices == [f"{path} was written by a fit with other settings; this fit starts from the first step"]
+    # the first fit left its last step's checkpoint in c (its caller removes it once the outputs are written)
+    other = "was written by a fit with other settings; this fit starts from the first step"
+    assert notices == [f"{tmp_path / 'c'} {other}", f"{path} {other}"]
     path.write_bytes(b"not a checkpoint")
     assert fit_image(image(0), fit, progress=False, notify=notices.append, checkpoint=path).metrics["iters"] == 15
     assert "cannot be read" in notices[-1]
@@ -121,6 +126,23 @@ def test_the_bench_resumes_a_stopped_job_and_removes_its_checkpoint(image_folder
     metrics = json.loads((bench.out / first.folder / "metrics.json").read_text())
     assert metrics["resumed_at"] == [4] and metrics["iters"] == 10
     assert not checkpoint_path(bench, first).exists()
+
+
+def test_either_engine_resumes_the_checkpoint_the_other_left(image_folder, tmp_path):  # noqa: F811
+    bench = tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe",), sweep_names=(), long_names=())
+    bench.fit.iters, bench.fit.log_every = 10, 4
+    jobs = build_jobs(bench)
+    _check_out(bench, jobs)
+    first = jobs[0]
+    loaded = prepare_image(first.source, bench.downsample)
+    fit = job_config(bench, first, 3, max(loaded.pixels.shape[:2]))
+    fit_images([ImageJob(loaded.pixels, fit, loaded.name)], stop_at=0.0, checkpoints=[checkpoint_path(bench, first)])
+    sequential = replace(bench, engine="sequential", jobs=JobOptions(job=first.index))
+    run_bench(sequential, notify=lambda message: None)
+    metrics = json.loads((bench.out / first.folder / "metrics.json").read_text())
+    assert metrics["resumed_at"] == [4] and metrics["iters"] == 10
+    assert not checkpoint_path(bench, first).exists() and not (bench.out / first.folder / CHECKPOINT_FILE).exists()
+    assert not (bench.out / "partial").exists()  # no empty folders left behind
 
 
 def test_the_job_list_shows_the_checkpoint_of_a_sequential_job(image_folder, tmp_path, capsys):  # noqa: F811
@@ -152,13 +174,20 @@ def test_the_bench_stops_and_resumes_a_sape_job(image_folder, tmp_path):  # noqa
     assert not checkpoint_path(bench, jobs[0]).exists()
 
 
-def test_rff_image_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path):
+def killed_fit(tmp_path):
+    """An image file, and the folder of an ``rff-image fit`` of it killed after its first checkpoint (iteration 5)."""
     path, out = tmp_path / "small.png", tmp_path / "fit"
     iio.imwrite(path, (image(0).numpy() * 255).astype(np.uint8))
-    fit = CASES["mlp-rff"]
     loaded = prepare_image(path, 1)
-    # what a run killed after its first checkpoint leaves behind
-    fit_image(loaded.pixels, fit, loaded.name, progress=False, stop_at=0.0, checkpoint=out / CHECKPOINT_FILE)
+    fit_image(
+        loaded.pixels, CASES["mlp-rff"], loaded.name, progress=False, stop_at=0.0, checkpoint=out / CHECKPOINT_FILE
+    )
+    return path, out
+
+
+def test_rff_image_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path):
+    path, out = killed_fit(tmp_path)
+    fit = CASES["mlp-rff"]
     notices = []
     metrics = run_fit(path, out, fit, 1, progress=False, notify=notices.append)
     assert metrics["resumed_at"] == [5] and metrics["iters"] == 15
@@ -204,3 +233,47 @@ def test_ctrl_c_stops_a_batch_with_a_checkpoint_of_each_fit(tmp_path, monkeypatc
     for resumed, uninterrupted in zip(fit_images(jobs, checkpoints=paths), fit_images(jobs)):
         assert resumed.metrics["resumed_at"] == [7]
         assert_same_fit(resumed, uninterrupted)
+
+
+def test_sigterm_stops_a_fit_as_ctrl_c_does(tmp_path, monkeypatch):
+    fit, path = CASES["mlp-rff"], tmp_path / CHECKPOINT_FILE
+    press_ctrl_c_on_call(monkeypatch, PixelPredictor, "__call__", at=7, signum=signal.SIGTERM)
+    with pytest.raises(FitInterrupted, match=f"interrupted after iteration 7 of 15; its checkpoint is in {path}"):
+        fit_image(image(0), fit, progress=False, checkpoint=path)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back as it was
+
+
+def test_a_fit_interrupted_while_measuring_goes_on_without_training_again(tmp_path, monkeypatch):
+    fit, path = CASES["mlp-rff"], tmp_path / CHECKPOINT_FILE
+    press_ctrl_c_on_call(monkeypatch, image_fit, "image_metrics", at=1)
+    with pytest.raises(FitInterrupted, match=r"interrupted after training \(15 iterations\), while measuring; its"):
+        fit_image(image(0), fit, progress=False, checkpoint=path)
+    monkeypatch.undo()
+    resumed = fit_image(image(0), fit, progress=False, checkpoint=path)
+    assert resumed.metrics["resumed_at"] == [15]  # no iteration trained again
+    assert_same_fit(resumed, fit_image(image(0), fit, progress=False))
+
+
+def test_rff_image_fit_interrupted_while_writing_goes_on_without_overwrite(tmp_path, monkeypatch):
+    path, out = tmp_path / "small.png", tmp_path / "fit"
+    iio.imwrite(path, (image(0).numpy() * 255).astype(np.uint8))
+    fit = CASES["mlp-rff"]
+    press_ctrl_c_on_call(monkeypatch, image_fit, "plot_curves", at=1)  # reconstruction.png is written by then
+    with pytest.raises(FitInterrupted, match="interrupted while writing the outputs; its checkpoint is in"):
+        run_fit(path, out, fit, 1, progress=False)
+    assert (out / "reconstruction.png").is_file() and not (out / "metrics.json").exists()
+    monkeypatch.undo()
+    metrics = run_fit(path, out, fit, 1, progress=False, notify=lambda message: None)
+    assert metrics["resumed_at"] == [15] and not (out / CHECKPOINT_FILE).exists()
+    with pytest.raises(UsageError, match="already holds"):  # finished: its outputs are kept
+        run_fit(path, out, fit, 1, progress=False)
+
+
+def test_rff_image_fit_refuses_to_discard_a_checkpoint_of_other_settings(tmp_path):
+    path, out = killed_fit(tmp_path)
+    longer = replace(CASES["mlp-rff"], iters=20)
+    with pytest.raises(UsageError, match=r"other settings \(iters: 15 there, 20 now\); rerun with those to go on from"):
+        run_fit(path, out, longer, 1, progress=False)
+    assert checkpoint_iteration(out / CHECKPOINT_FILE, FitCheckpoint) == 5  # kept
+    metrics = run_fit(path, out, longer, 1, overwrite=True, progress=False, notify=lambda message: None)
+    assert metrics["iters"] == 20 and "resumed_at" not in metrics

@@ -21,6 +21,7 @@ from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.optim import LineSearchConfig
 from rff_field.sdf import fit as sdf_fit
+from rff_field.sdf import run as sdf_run
 from rff_field.sdf.checkpoint import SDFCheckpoint, sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, build_pool, load_shape
 from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_network, train_sdf
@@ -213,7 +214,7 @@ def test_a_fit_interrupted_while_meshing_goes_on_without_training_again(tmp_path
     press_ctrl_c_on_call(monkeypatch, sdf_fit, "sample_grid", at=1)
     code, _, err = run_cli(monkeypatch, capsys, *args)
     assert code == 130
-    where = "rff-sdf: interrupted after training (10 steps), while meshing and measuring"
+    where = "rff-sdf: interrupted after training (10 steps), while meshing, measuring or writing"
     assert (
         err.strip() == f"{where}; its checkpoint is in {out / CHECKPOINT_FILE}, and the same command goes on from there"
     )
@@ -238,3 +239,31 @@ def test_rff_sdf_bench_interrupted_by_ctrl_c_says_to_go_on_with_resume(tmp_path,
     code, _, _ = run_cli(monkeypatch, capsys, *args, "--resume")
     assert code == 0
     assert json.loads((checkpoint.parent / "metrics.json").read_text())["resumed_at"] == [4]
+
+
+def test_a_fit_interrupted_while_writing_goes_on_without_overwrite(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "fit"
+    args = ["fit", "--out", out, "--method", "mlp-pe", "--iters", "10", "--no-progress", *TINY]
+    press_ctrl_c_on_call(monkeypatch, sdf_run, "write_json", at=1)  # the mesh and the history are written by then
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 130 and "while meshing, measuring or writing" in err
+    assert (out / "history.npz").is_file() and not (out / "metrics.json").exists()
+    monkeypatch.undo()
+    code, stdout, _ = run_cli(monkeypatch, capsys, *args)
+    assert code == 0 and "resuming at step 10 of 10" in stdout
+    assert (out / "metrics.json").is_file() and not (out / CHECKPOINT_FILE).exists()
+
+
+def test_rff_sdf_fit_refuses_to_discard_a_checkpoint_of_other_settings(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "fit"
+    args = ["fit", "--out", out, "--method", "mlp-pe", "--no-progress", *TINY]
+    press_ctrl_c_on_call(monkeypatch, MeshSDF, "sample", at=4)
+    assert run_cli(monkeypatch, capsys, *args, "--iters", "10")[0] == 130
+    monkeypatch.undo()
+    code, _, err = run_cli(monkeypatch, capsys, *args, "--iters", "12")
+    assert code == 2
+    assert "a fit with other settings (iters: 10 there, 12 now); rerun with those to go on from step 4" in err
+    assert checkpoint_iteration(out / CHECKPOINT_FILE, SDFCheckpoint) == 4  # kept
+    code, stdout, _ = run_cli(monkeypatch, capsys, *args, "--iters", "12", "--overwrite")
+    assert code == 0 and "resuming" not in stdout
+    assert json.loads((out / "metrics.json").read_text())["resumed_at"] is None
