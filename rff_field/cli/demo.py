@@ -66,10 +66,6 @@ class Demo:
         if self.mesh_resolution < 8:
             raise UsageError(f"--mesh-resolution must be at least 8, got {self.mesh_resolution}")
         check_fields(self, positive=("mesh_threshold",))  # a density: the mesh step would find no surface
-        from rff_field.nerf.checks import check_seed
-
-        check_seed(self.seed, "--seed")
-        resolve_device(self.device, fallback="cpu")
         out = self.output_dir
         check_writable_folder(out, "--output-dir")  # also refuses a file
         if out.is_dir() and any(out.iterdir()):
@@ -79,6 +75,10 @@ class Demo:
                 raise UsageError(
                     f"{out} holds an earlier demo; pass --overwrite to replace it or choose another --output-dir"
                 )
+        from rff_field.nerf.checks import check_seed  # imports nerfstudio's models: after the quick checks
+
+        check_seed(self.seed, "--seed")
+        resolve_device(self.device, fallback="cpu")
 
     def _prepare_output(self) -> Path:
         out = self.output_dir.resolve()
@@ -95,6 +95,7 @@ class Demo:
 
     def main(self) -> dict:
         """Run the demo; returns the summary that is also written to OUTPUT_DIR/summary.json."""
+        self.check()  # before the imports below, which take seconds
         from rff_field.common.mesh import write_mesh
         from rff_field.nerf.evaluate import evaluate_views
         from rff_field.nerf.loading import load_rff_pipeline
@@ -102,7 +103,6 @@ class Demo:
         from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
         from rff_field.nerf.training import lite_config, quiet_known_warnings, train_in_process
 
-        self.check()
         quiet_known_warnings()
         started = time.perf_counter()
         out = self._prepare_output()
