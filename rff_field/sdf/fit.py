@@ -317,6 +317,9 @@ def train_sdf(
         result.resumed_at = [*saved.resumed, first_step]
         guard.resume(first_step, losses[0].clone())
         notify(f"resuming at step {first_step} of {config.iters} from {checkpoint} (delete it to start over)")
+        if on_step is not None and result.loss:  # the progress bar starts where the fit stood
+            rates = rates_before or scheduled_rates
+            on_step(first_step - 1, result.loss[-1], rates[-1] if rates else None)
 
     def save(steps: int) -> list[Path]:
         elapsed = (time.perf_counter() - start, time.process_time() - cpu_start, result.sampling_seconds)

@@ -68,8 +68,10 @@ def test_a_stopped_sdf_fit_resumes_where_it_stopped(tmp_path, pool_arrays, shape
         assert stopped.iters == 5 and stopped.stopped and path.is_file(), name
         _, again = fit(method, train, sampler(), checkpoint=path, stop_at=0.0)  # 5 more, then stops
         assert again.iters == 10 and again.resumed_at == [5], name
-        network, resumed = fit(method, train, sampler(), checkpoint=path)
+        shown = []  # what the progress bar is told: it starts where the fit stood
+        network, resumed = fit(method, train, sampler(), checkpoint=path, on_step=lambda *values: shown.append(values))  # noqa: B023
         assert resumed.iters == 15 and resumed.resumed_at == [5, 10] and resumed.stopped is None, name
+        assert shown[0] == (9, again.loss[-1], (again.filter_lr or [None])[-1]), name
         reference, uninterrupted = fit(method, train, sampler())
         assert resumed.loss == uninterrupted.loss, name
         assert resumed.filter_lr == uninterrupted.filter_lr, name
