@@ -109,6 +109,12 @@ def load_checkpoint(
     return checkpoint
 
 
+def holds_unfinished_fit(folder: Path) -> bool:
+    """Whether ``folder`` holds the checkpoint of a fit that was stopped before it wrote ``metrics.json`` (its last
+    output): the same command goes on from it, over whatever outputs it had begun to write."""
+    return (folder / CHECKPOINT_FILE).is_file() and not (folder / "metrics.json").is_file()
+
+
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from rff_field.common.checkpoint import (
     CHECKPOINT_FILE,
     check_resumable,
+    holds_unfinished_fit,
     load_checkpoint,
     save_checkpoint,
     set_schedule,
@@ -600,7 +601,7 @@ def run_fit(
     config.check()
     out_dir = Path(out_dir)
     checkpoint = out_dir / CHECKPOINT_FILE  # saved now and then; a killed run resumes from it
-    interrupted = checkpoint.is_file() and not (out_dir / "metrics.json").is_file()  # its outputs may be half written
+    interrupted = holds_unfinished_fit(out_dir)
     check_output_dir(out_dir, overwrite or interrupted)
     loaded = prepare_image(image, downsample_factor)
     for notice in loaded.notices:

@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 import torch
 
-from rff_field.common.checkpoint import CHECKPOINT_FILE
+from rff_field.common.checkpoint import CHECKPOINT_FILE, holds_unfinished_fit
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
@@ -114,8 +114,7 @@ def check_out_dir(path: Path, overwrite: bool) -> None:
     """Refuse a folder that cannot be written, or a non-empty one unless ``overwrite`` (a folder that holds the
     checkpoint of a fit that was killed, and what it wrote before it finished, is fine: the fit resumes from it)."""
     check_writable_folder(path, "--out")
-    interrupted = (path / CHECKPOINT_FILE).is_file() and not (path / "metrics.json").is_file()
-    ours = {CHECKPOINT_FILE, *(OUTPUT_FILES if interrupted else ())}
+    ours = {CHECKPOINT_FILE, *(OUTPUT_FILES if holds_unfinished_fit(path) else ())}
     others = [entry for entry in path.iterdir() if entry.name not in ours] if path.is_dir() else []
     if others and not overwrite:
         raise UsageError(f"{path} is not empty; choose another --out or pass --overwrite")
