@@ -141,6 +141,9 @@ class Bench:
     grid."""
     jobs: Annotated[ResumableJobOptions, Flat] = field(default_factory=ResumableJobOptions)
     """Which runs to do, and how (--overwrite: write into a non-empty --out and rerun finished runs)."""
+    progress: bool = True
+    """Show progress bars while sampling the shapes and fitting each run (--no-progress: none, e.g. in a log
+    file; each job still prints one line as it starts)."""
 
     def main(self) -> dict:
         """Run the command."""
@@ -242,11 +245,12 @@ class Bench:
                         fill_holes=self.fill_holes,
                         surface_samples=self.output.eval_samples,
                         sign_rays=self.sign_rays,
+                        progress=self.progress,
                     )
                 shapes.append((name, pool_path))
             try:
                 records = sdf_bench.run_sdf_jobs(out, shapes, specs, network, self.train, self.output, self.jobs,
-                                                 start=start)  # fmt: skip
+                                                 progress=self.progress, start=start)  # fmt: skip
             except FitInterrupted as interrupted:
                 if not self.resume:  # this folder now holds a benchmark: going on needs --resume
                     interrupted.resume_with = "the same command with --resume"

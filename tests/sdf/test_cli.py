@@ -189,3 +189,12 @@ def test_the_table_marks_the_best_network_not_the_exact_sdf_reference():
             [("mlp-pe", 3e-7), (FLOOR_LABEL, 1e-7), ("filtered-pe", 2e-7)]]  # fmt: skip
     bold = [line.split(" | ")[0] for line in results_table(rows).splitlines() if "**" in line]
     assert bold == ["| filtered-pe"]
+
+
+def test_bench_without_progress_prints_one_line_a_job(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "bench"
+    code, stdout, err = run_cli(monkeypatch, capsys, "bench", "--out", out, "--methods", "mlp-pe", "--iters", "4",
+                                "--no-progress", *TINY)  # fmt: skip
+    assert code == 0 and err == ""
+    assert stdout.splitlines() == ["job 0/1: runs/generated/mlp-pe", f"wrote {out / 'results.json'}, "
+                                   f"{out / 'results.md'}, {out / 'figure_generated.png'}"]  # fmt: skip
