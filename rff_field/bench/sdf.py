@@ -137,12 +137,16 @@ def write_pool(
     return out
 
 
+MEASURED_WITH = ("resolution", "eval_samples", "f_threshold")
+"""The output options that change a run's metrics (the others change only what is drawn or saved)."""
+
+
 def runs_protocol(protocol: dict) -> dict:
     """What every run of one benchmark folder must share: the network, the training, how a run is measured, and
     each job's method (its shapes and methods may grow)."""
     protocol = json.loads(json.dumps(protocol))  # tuples as JSON keeps them
     train = {k: v for k, v in protocol.get("train", {}).items() if k not in ("device", "log_every")}
-    output = {k: v for k, v in protocol.get("output", {}).items() if k in ("resolution", "eval_samples", "f_threshold")}
+    output = {k: v for k, v in protocol.get("output", {}).items() if k in MEASURED_WITH}
     return {"network": protocol.get("network", {}), "train": train, "output": output,
             "pool_size": protocol.get("pool_size"), "jobs": protocol.get("jobs", {})}  # fmt: skip
 

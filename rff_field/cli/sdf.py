@@ -262,8 +262,7 @@ class Bench:
                 return {"records": [], "written": {}}
         if self.floor:
             # measured like the runs: at their grid, sample count and threshold (with --reevaluate, the new ones)
-            measured = ("resolution", "eval_samples", "f_threshold")
-            stored = {k: v for k, v in protocol.get("output", {}).items() if k in measured}
+            stored = {k: v for k, v in protocol.get("output", {}).items() if k in sdf_bench.MEASURED_WITH}
             floor_output = dataclasses.replace(self.output, **stored)
             done = {r["mesh"] for r in records if r["label"] == sdf_bench.FLOOR_LABEL}
             pools = {r["mesh"]: r["pool"] for r in records if r.get("pool")}
