@@ -44,10 +44,9 @@ from rff_field.bench.jobs import (
     run_jobs,
     selected,
 )
-from rff_field.bench.protocols import protocol_conflicts
 from rff_field.bench.variants import Variant, note_unused_filter_keys, set_options
 from rff_field.bench.variants import parse_variant as parse_variant_text
-from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
+from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, differing_settings
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
@@ -369,7 +368,7 @@ def check_summarized_protocol(config: BenchConfig, jobs: list[Job]) -> None:
     stored = read_image_benchmark(config.out)
     if stored is None:
         raise UsageError(f"{config.out} holds no image benchmark ({BENCHMARK_FILE}); run it first")
-    conflicts = protocol_conflicts(stored, benchmark_protocol(config, jobs))
+    conflicts = differing_settings(stored, benchmark_protocol(config, jobs))
     if conflicts:
         reasons = describe_conflicts(conflicts)
         raise UsageError(f"--summarize-only: {config.out} was run with another protocol ({reasons}; see "
@@ -394,7 +393,7 @@ def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Pat
         protocol = shared(stored, long)
         if first is None:
             first = (source, protocol)
-        conflicts = protocol_conflicts(first[1], protocol)
+        conflicts = differing_settings(first[1], protocol)
         if conflicts:
             reasons = describe_conflicts(conflicts, f"in {first[0]}", f"in {source}")
             raise UsageError(f"{source} holds a benchmark of another protocol than {first[0]} ({reasons}); merge runs "
@@ -404,7 +403,7 @@ def check_merge(sources: Sequence[Path], long_sources: Sequence[Path], into: Pat
         stored = read_image_benchmark(into)
         if stored is None:
             raise UsageError(f"{into} is not empty and holds no image benchmark; choose another --into")
-        conflicts = protocol_conflicts(first[1], shared(stored, False))
+        conflicts = differing_settings(first[1], shared(stored, False))
         if conflicts:
             reasons = describe_conflicts(conflicts, f"in {first[0]}", f"in {into}")
             raise UsageError(f"{into} holds a benchmark of another protocol ({reasons}); choose another --into")

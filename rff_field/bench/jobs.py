@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
-from rff_field.bench.protocols import protocol_conflicts
 from rff_field.bench.variants import Variant
-from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration
+from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration, differing_settings
 from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, clear_outputs, write_json
 from rff_field.common.stopping import FitInterrupted, follow_parent_stop
 from rff_field.core.errors import UsageError
@@ -184,7 +183,7 @@ def claim_benchmark_folder(
                          "another --out (--overwrite does not replace another command's results)")  # fmt: skip
     else:
         stored = found[1]
-        conflicts = protocol_conflicts(compared(stored), compared(protocol))
+        conflicts = differing_settings(compared(stored), compared(protocol))
         if conflicts and not overwrite:
             raise UsageError(
                 f"{out} holds a benchmark with another protocol ({describe_conflicts(conflicts)}; see "
@@ -211,7 +210,7 @@ def claim_benchmark_folder(
 def describe_conflicts(
     conflicts: Mapping[str, tuple[Any, Any]], stored_in: str = "there", current_in: str = "now"
 ) -> str:
-    """Differing protocol keys (:func:`protocol_conflicts`) in words: each option by its dotted key with its stored
+    """Differing protocol keys (:func:`differing_settings`) in words: each option by its dotted key with its stored
     and its current value (said to be ``stored_in`` and ``current_in``), the jobs recorded by :func:`job_table` by
     their folders."""
     jobs = sorted({key[len("jobs.") :].rpartition(".")[0] for key in conflicts if key.startswith("jobs.")})

@@ -104,15 +104,3 @@ def _as_type(value: Any, hint: Any, key: str) -> Any:
     if expected and (not isinstance(value, expected) or (hint is not bool and isinstance(value, bool))):
         raise UsageError(f"protocol key {key} takes a value of type {hint.__name__}; got {value!r}")
     return float(value) if hint is float else value
-
-
-def protocol_conflicts(stored: dict, current: dict, prefix: str = "") -> dict[str, tuple[Any, Any]]:
-    """Keys present in both protocols (of runs in one benchmark folder) with different values, dotted, each with its
-    stored and its current value, sorted by key; options added later are not conflicts."""
-    out = {}
-    for key in stored.keys() & current.keys():
-        if isinstance(stored[key], dict) and isinstance(current[key], dict):
-            out.update(protocol_conflicts(stored[key], current[key], f"{prefix}{key}."))
-        elif stored[key] != current[key]:
-            out[prefix + key] = (stored[key], current[key])
-    return dict(sorted(out.items()))

@@ -115,26 +115,30 @@ def holds_unfinished_fit(folder: Path) -> bool:
     return (folder / CHECKPOINT_FILE).is_file() and not (folder / "metrics.json").is_file()
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
-    return {prefix.rstrip("."): value}
+def differing_settings(stored: dict, current: dict, prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """Keys present in both settings (of two runs, or two benchmark protocols) with different values, dotted through
+    nested dicts, each with its stored and its current value, sorted by key; options added later are not
+    differences."""
+    out = {}
+    for key in stored.keys() & current.keys():
+        if isinstance(stored[key], dict) and isinstance(current[key], dict):
+            out.update(differing_settings(stored[key], current[key], f"{prefix}{key}."))
+        elif stored[key] != current[key]:
+            out[prefix + key] = (stored[key], current[key])
+    return dict(sorted(out.items()))
 
 
 def settings_differences(stored: str, current: str) -> list[str]:
     """``"key: A there, B now"`` for each option (and input) that differs between two :func:`settings_key` strings,
     apart from :data:`REPORTING_OPTIONS`."""
-    parts = [_steps_only(json.loads(text)) for text in (stored, current)]
-    if len(parts[0]) != len(parts[1]):
-        return ["another kind of fit"]
-    found = []
-    for index, (there, now) in enumerate(zip(*parts)):
-        prefix = "" if isinstance(there, dict) else f"input {index}."
-        flat_there, flat_now = _flat(there, prefix), _flat(now, prefix)
-        for key in sorted(set(flat_there) | set(flat_now)):
-            if flat_there.get(key) != flat_now.get(key):
-                found.append(f"{key}: {flat_there.get(key)} there, {flat_now.get(key)} now")
-    return found
+
+    def by_key(text: str) -> dict[str, Any]:
+        parts = _steps_only(json.loads(text))
+        return {key: value for index, part in enumerate(parts)
+                for key, value in (part.items() if isinstance(part, dict) else [(f"input {index}", part)])}  # fmt: skip
+
+    differences = differing_settings(by_key(stored), by_key(current))
+    return [f"{key}: {there} there, {now} now" for key, (there, now) in differences.items()]
 
 
 def check_resumable(
@@ -148,7 +152,7 @@ def check_resumable(
     if saved is None or same_settings(saved.settings, settings):
         return
     differences = settings_differences(saved.settings, settings)
-    shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "")
+    shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "") or "an option one of them lacks"
     raise UsageError(
         f"{path} holds the checkpoint of a fit with other settings ({shown}); rerun with those to go on from "
         f"{unit} {saved.iteration}, or pass --overwrite to start this fit over and replace it"
