@@ -101,12 +101,16 @@ def load_image(path: Optional[Path] = None) -> LoadedImage:
         raise UsageError(f"image not found: {path}; check the path given to --image")
     if not path.is_file():
         raise UsageError(f"{path} is not a file; give --image the path of a PNG or JPEG file")
+    if path.stat().st_size == 0:
+        raise UsageError(f"{path} is empty (0 bytes); give --image a PNG or JPEG file")
     notices: list[str] = []
     array = None
     if _png_header(path) in ((16, 2), (16, 6)):  # 16-bit RGB(A): Pillow would truncate it to 8 bits
         array = _read_with_opencv(path)
         if array is None:
             notices.append(f"{path.name} is a 16-bit colour PNG read with 8-bit precision (install opencv for 16 bits)")
+    if array is None:
+        array = _read_as_rgb_if_other_colour_space(path, notices)
     if array is None:
         import imageio.v3 as iio
 
@@ -130,6 +134,23 @@ def _png_header(path: Path) -> Optional[tuple[int, int]]:
     if len(head) < 26 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
         return None
     return head[24], head[25]
+
+
+def _read_as_rgb_if_other_colour_space(path: Path, notices: list[str]) -> Optional[np.ndarray]:
+    """Pixels converted to RGB (with a notice) if Pillow reads the file as CMYK, YCbCr, LAB or HSV; else None.
+
+    Without the conversion the fourth channel of a CMYK JPEG would pass for alpha and C, M, Y for R, G, B.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            if image.mode not in ("CMYK", "YCbCr", "LAB", "HSV"):
+                return None
+            notices.append(f"{path.name} is a {image.mode} image; it is converted to RGB")
+            return np.asarray(image.convert("RGB"))
+    except (UnidentifiedImageError, OSError):
+        return None
 
 
 def _read_with_opencv(path: Path) -> Optional[np.ndarray]:

@@ -82,6 +82,25 @@ def test_jpeg_reads(tmp_path):
     assert load_image(tmp_path / "x.jpg").pixels.shape == (8, 8, 3)
 
 
+def test_cmyk_jpeg_is_converted_to_rgb_not_read_as_rgb_plus_alpha(tmp_path):
+    from PIL import Image
+
+    red = np.zeros((8, 8, 3), dtype=np.uint8)
+    red[..., 0] = 255
+    Image.fromarray(red).convert("CMYK").save(tmp_path / "red.jpg")  # C, M, Y, K = 0, 255, 255, 0
+    image = load_image(tmp_path / "red.jpg")
+    assert image.pixels.shape == (8, 8, 3)
+    assert image.pixels[..., 0].min() > 0.9 and image.pixels[..., 1:].max() < 0.1
+    assert len(image.notices) == 1 and "CMYK" in image.notices[0]
+
+
+def test_empty_file_is_a_one_line_error(tmp_path):
+    (tmp_path / "empty.png").write_bytes(b"")
+    with pytest.raises(UsageError, match="empty") as info:
+        load_image(tmp_path / "empty.png")
+    assert "\n" not in str(info.value)
+
+
 def test_float_images_are_clipped_to_unit_range():
     pixels, _ = to_unit_float(np.array([[-0.5, 0.5, 0.25], [1.5, 1.0, 0.0], [0.0, 0.0, 2.0]], dtype=np.float32))
     assert pixels[..., 0].tolist() == [[0.0, 0.5, 0.25], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
