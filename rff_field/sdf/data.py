@@ -83,6 +83,24 @@ def _fill_holes(mesh: "o3d.geometry.TriangleMesh", rounds: int = 8) -> "o3d.geom
     return mesh
 
 
+def _obj_has_polygons(path: Path) -> bool:
+    """Whether an OBJ file has a face of more than three corners (open3d's reader skips those faces)."""
+    with open(path, errors="replace") as fh:
+        return any(len(line.split()) > 4 for line in fh if line.startswith("f "))
+
+
+def _read_obj_triangulated(path: Path) -> "o3d.geometry.TriangleMesh":
+    """An OBJ file's faces split into triangles (by trimesh, which nerfstudio depends on)."""
+    import open3d as o3d
+    import trimesh
+
+    loaded = trimesh.load(path, force="mesh", process=False)
+    return o3d.geometry.TriangleMesh(
+        o3d.utility.Vector3dVector(np.asarray(loaded.vertices, dtype=np.float64)),
+        o3d.utility.Vector3iVector(np.asarray(loaded.faces, dtype=np.int32)),
+    )
+
+
 def _count_points(path: Path) -> int:
     """Vertices in a file that holds no triangles: open3d's point-cloud reader (PLY), else OBJ ``v`` lines."""
     import open3d as o3d
@@ -137,8 +155,11 @@ def load_mesh(path: Union[str, Path], fill_holes: bool = False) -> "o3d.geometry
     if path.suffix.lower() not in MESH_SUFFIXES:
         raise UsageError(f"{path} has suffix {path.suffix!r}; use a mesh in one of {', '.join(MESH_SUFFIXES)}")
     try:
-        with _quiet_open3d():
-            mesh = o3d.io.read_triangle_mesh(str(path))
+        if path.suffix.lower() == ".obj" and _obj_has_polygons(path):
+            mesh = _read_obj_triangulated(path)
+        else:
+            with _quiet_open3d():
+                mesh = o3d.io.read_triangle_mesh(str(path))
     except Exception as err:  # open3d raises for some malformed files and returns an empty mesh for others
         raise UsageError(
             f"could not read {path} as a triangle mesh ({err}); check that the file is a valid mesh"

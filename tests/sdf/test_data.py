@@ -76,6 +76,23 @@ def test_load_mesh_accepts_stl_with_repeated_vertices(tmp_path):
     assert is_closed(np.asarray(mesh.triangles))
 
 
+CUBE_CORNERS = "".join(f"v {x} {y} {z}\n" for z in (0, 1) for y in (0, 1) for x in (0, 1))
+
+
+@pytest.mark.parametrize(
+    "faces",
+    [
+        ["1 3 4 2", "5 6 8 7", "1 2 6 5", "2 4 8 6", "4 3 7 8", "3 1 5 7"],  # quads, as Blender writes them
+        ["1/1 3/1 4/1", "1/1 4/1 2/1", "5 6 8 7", "1 2 6 5", "2 4 8 6", "4 3 7 8", "3 1 5 7"],  # mixed
+    ],
+)
+def test_obj_with_polygon_faces_is_split_into_triangles(tmp_path, faces):
+    path = tmp_path / "cube.obj"
+    path.write_text(CUBE_CORNERS + "".join(f"f {face}\n" for face in faces))
+    mesh = load_mesh(path)  # open3d alone reads no quads: "no triangles", or holes where they were
+    assert len(mesh.triangles) == 12 and is_closed(np.asarray(mesh.triangles))
+
+
 def test_missing_and_unsupported_files(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         load_mesh(tmp_path / "nope.obj")
