@@ -17,7 +17,7 @@ import contextlib
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Callable, Literal, Optional
+from typing import Annotated, Callable, Literal, Optional, Union
 
 import numpy as np
 import torch
@@ -158,7 +158,7 @@ class PixelPredictor:
             with torch.no_grad():
                 self.features = base(coords)
 
-    def __call__(self, index: Optional[Tensor] = None) -> Tensor:
+    def __call__(self, index: Union[Tensor, slice, None] = None) -> Tensor:
         if self.features is None:
             return self.model(self.coords if index is None else self.coords[index])
         gamma = self.features if index is None else self.features[index]
@@ -166,6 +166,12 @@ class PixelPredictor:
         if isinstance(encoding, FilteredEncoding):
             gamma = encoding.apply_filter(gamma)
         return self.model.mlp(gamma)
+
+    def predict_all(self, chunk: int) -> Tensor:
+        """The prediction for every pixel, ``chunk`` pixels at a time (a 12-megapixel image at once would hold
+        gigabytes of activations)."""
+        count = self.coords.shape[0]
+        return torch.cat([self(slice(start, start + chunk)) for start in range(0, count, chunk)])
 
 
 def optimizer_groups(
@@ -399,7 +405,7 @@ def finish_fit(
     num_pixels = height * width
     target = pixels.reshape(-1, channels).to(forward.coords.device, torch.float32)
     with torch.no_grad(), autocast(config.precision, forward.coords.device):
-        reconstruction = at_least_float32(forward()).reshape(height, width, channels)
+        reconstruction = at_least_float32(forward.predict_all(config.batch_size)).reshape(height, width, channels)
     final_mse = float(torch.mean((reconstruction.reshape(-1, channels) - target) ** 2))
     psnr_history = [float(psnr_from_mse(m)) for m in mse_history.cpu().tolist()]
     quality = image_metrics(reconstruction.cpu(), pixels.float(), with_lpips=config.lpips, notify=notify)

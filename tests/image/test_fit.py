@@ -144,6 +144,20 @@ def test_minibatches_cover_the_image_and_scale_the_rate():
     assert metrics["inr_lr"] == pytest.approx(1e-3 * 300 / 1024) and set(metrics["filter_lr_history"]) == {2e-3}
 
 
+@pytest.mark.parametrize("method", ["filtered-rff", "siren"])  # the cached embedding, and coordinates
+def test_the_final_reconstruction_runs_in_batches_too(method):
+    rows = []
+    record = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, inputs, _: rows.append(inputs[0].shape[0]) if isinstance(module, torch.nn.Linear) else None
+    )
+    try:
+        result = fit_image(smooth_image(), small(method, iters=2, batch_size=300), progress=False)
+    finally:
+        record.remove()
+    assert max(rows) == 300  # not 1024: a photograph's pixels at once would hold gigabytes of activations
+    assert result.reconstruction.shape == (32, 32, 3) and math.isfinite(result.metrics["psnr"])
+
+
 def test_cached_embedding_gives_the_same_fit():
     a = fit_image(smooth_image(), small("filtered-rff", iters=5), progress=False).metrics["psnr_history"]
     b = fit_image(smooth_image(), small("filtered-rff", iters=5, cache_embedding=False), progress=False)
