@@ -220,21 +220,39 @@ def list_images(folder: Path, names: tuple[str, ...], option: str = "--names") -
     """The images of ``folder`` (sorted), or those named (by ``option``), in the given order."""
     if not folder.is_dir():
         raise UsageError(f"--images {folder} is not a folder; give a folder of PNG/JPEG images")
-    available = {p.stem: p for p in sorted(folder.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES}
-    if not available:
+    paths = [p for p in sorted(folder.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES]
+    if not paths:
         raise UsageError(f"no PNG/JPEG images in {folder}")
+    available = {p.stem: p for p in paths}
+    if len(available) < len(paths):
+        stem = next(stem for stem in available if sum(p.stem == stem for p in paths) > 1)
+        files = " and ".join(p.name for p in paths if p.stem == stem)
+        raise UsageError(f"{files} in {folder} share the name {stem!r} (jobs are named by file stem); rename one")
     if not names:
-        return list(available.values())
+        return paths
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise UsageError(f"image {', '.join(repeated)} is named more than once; name each image once")
     missing = [name for name in names if name not in available]
     if missing:
-        skip = "" if option == "--names" else f", or pass {option} with no names to skip those runs"
-        raise UsageError(
-            f"{option} names {', '.join(missing)}, which {folder} lacks; give file stems of its images{skip}"
-        )
+        raise UsageError(f"{option} names {', '.join(missing)}, which {folder} lacks; give file stems of its images")
     return [available[name] for name in names]
+
+
+def check_group_names(config: "BenchConfig") -> None:
+    """One error for all of --sweep-names and --long-names that name images the folder lacks (their defaults name
+    Kodak images, so a folder of one's own usually lacks them for both)."""
+    available = {path.stem for path in list_images(config.images, ())}
+    sweeps = config.sweep_sigmas or config.sweep_pe_scales
+    named = {"--sweep-names": config.sweep_names if sweeps else (), "--long-names": config.long_names}
+    missing = {option: [n for n in names if n not in available] for option, names in named.items()}
+    missing = {option: lacking for option, lacking in missing.items() if lacking}
+    if missing:
+        what = "; ".join(f"{option} names {', '.join(lacking)}" for option, lacking in missing.items())
+        raise UsageError(
+            f"{what}, which {config.images} lacks; give file stems of its images, or pass {' '.join(missing)} "
+            "with no names to skip those runs"
+        )
 
 
 def sweep_variants(config: BenchConfig) -> list[Variant]:
@@ -252,6 +270,7 @@ def sweep_variants(config: BenchConfig) -> list[Variant]:
 def build_jobs(config: BenchConfig) -> list[Job]:
     """Every job, in running order: main grid (variant-major), then the sweep, then the long runs."""
     images = list_images(config.images, config.names)
+    check_group_names(config)
     variants = [parse_variant(v) for v in config.variants]
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels):

@@ -142,10 +142,19 @@ def test_job_grid(image_folder, tmp_path):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", names=("three",)))
     with pytest.raises(UsageError, match="--long-names names three, .* or pass --long-names with no names to skip"):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", long_names=("three",)))
+    both = "--sweep-names names four; --long-names names three, .* or pass --sweep-names --long-names with no names"
+    with pytest.raises(UsageError, match=both):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out", sweep_names=("four",), long_names=("three",)))
     with pytest.raises(UsageError, match="unknown option"):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,bogus=1",)))
     with pytest.raises(UsageError, match="match_by=height"):
         build_jobs(tiny_bench(image_folder, tmp_path / "out", variants=("mlp-pe,match_params=mlp-pe,match_by=height",)))
+
+
+def test_two_images_of_one_name_are_refused(image_folder, tmp_path):
+    shutil.copy(image_folder / "one.png", image_folder / "one.jpg")  # both would be the jobs of image "one"
+    with pytest.raises(UsageError, match="one.jpg and one.png in .* share the name 'one'"):
+        build_jobs(tiny_bench(image_folder, tmp_path / "out"))
 
 
 def test_an_image_too_small_for_a_variant_fails_before_anything_is_written(image_folder, tmp_path):
