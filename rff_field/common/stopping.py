@@ -101,12 +101,14 @@ def fit_stops(
 ) -> Iterator[FitStops]:
     """A :class:`FitStops` for the loop within, where the first SIGINT or SIGTERM (a batch scheduler's stop) sets
     ``pressed`` instead of ending the process; a second one stops at once (outside the main thread, where handlers
-    cannot be set, both keep their usual effect)."""
+    cannot be set, both keep their usual effect; a signal the process was started ignoring, as a shell's background
+    jobs ignore SIGINT, stays ignored)."""
     stops = FitStops(total, stop_at, save, unit)
     if threading.current_thread() is not threading.main_thread():
         yield stops
         return
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: earlier for signum, earlier in previous.items() if earlier != signal.SIG_IGN}
     at_once = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 
     def handler(signum, frame) -> None:
