@@ -110,6 +110,35 @@ OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "rende
 """The files a fit writes."""
 
 
+def load_fitted_network(folder: Path, device: str = "cpu") -> torch.nn.Module:
+    """The trained network of a finished fit's folder (``config.json`` and ``model.pt``), in eval mode: it maps
+    points of BACON's normalised space, ``[N, 3]`` in [-0.5, 0.5]^3, to signed distances ``[N, 1]``.
+
+    Raises:
+        UsageError: If the folder is not a finished fit with its weights (``--no-save-model`` writes none).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a folder; give the --out folder of a finished `rff-sdf fit`")
+    missing = [name for name in ("config.json", "model.pt") if not (folder / name).is_file()]
+    if missing:
+        raise UsageError(
+            f"{folder} has no {' or '.join(missing)}: not a finished SDF fit with its weights (fits run with "
+            "--no-save-model keep none); give the --out folder of `rff-sdf fit`"
+        )
+    try:
+        settings = json.loads((folder / "config.json").read_text())["network"]
+        config = SDFNetworkConfig(**settings)
+        network = build_sdf_network(config)
+        network.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
+    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(
+            f"cannot rebuild the network of {folder} from its config.json and model.pt ({reason})"
+        ) from None
+    return network.to(device).eval()
+
+
 def check_out_dir(path: Path, overwrite: bool) -> None:
     """Refuse a folder that cannot be written, or a non-empty one unless ``overwrite`` (a folder that holds the
     checkpoint of a fit that was killed, and what it wrote before it finished, is fine: the fit resumes from it)."""

@@ -26,7 +26,7 @@ BENCHMARKS = (
 )
 COMMANDS = {
     "rff-image": (image.entrypoint, ["fit", "bench"]),
-    "rff-sdf": (sdf.entrypoint, ["fit", "bench", "pool"]),
+    "rff-sdf": (sdf.entrypoint, ["fit", "bench", "pool", "mesh"]),
     "rff-bench": (bench.entrypoint, BENCHMARKS.split()),
     "rff-export-mesh": (export_mesh.entrypoint, [None]),
     "rff-scene": (scene.entrypoint, ["blender", "capture"]),

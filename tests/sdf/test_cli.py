@@ -43,6 +43,24 @@ def test_fit_writes_mesh_metrics_and_rendering(tmp_path):
     assert record["chamfer"] == metrics["chamfer"]
     history = np.load(out / "history.npz")
     assert len(history["loss"]) == 60 and len(history["filter_lr"]) == 60
+    # its weights give the same mesh again, and a finer one
+    assert cli.main(["mesh", "--fit", str(out), "--resolution", "24", "--no-progress"]) == out / "mesh-24.ply"
+    assert (out / "mesh-24.ply").read_bytes() == (out / "mesh.ply").read_bytes()
+    finer = cli.main(["mesh", "--fit", str(out), "--resolution", "40", "--output-path", str(tmp_path / "fine.ply"),
+                      "--no-progress"])  # fmt: skip
+    assert finer.stat().st_size > (out / "mesh.ply").stat().st_size
+
+
+def test_mesh_refuses_what_is_not_a_finished_fit_and_keeps_existing_files(tmp_path, monkeypatch, capsys):
+    code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
+    assert code == 2 and "has no config.json or model.pt: not a finished SDF fit" in err and err.count("\n") == 1
+    (tmp_path / "config.json").write_text('{"network": {"method": "filtered-pe", "bogus": 1}}')
+    (tmp_path / "model.pt").write_bytes(b"")
+    code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
+    assert code == 2 and "cannot rebuild the network" in err and err.count("\n") == 1
+    (tmp_path / "mesh-512.ply").write_text("mine")
+    code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
+    assert code == 2 and "already exists" in err and (tmp_path / "mesh-512.ply").read_text() == "mine"
 
 
 def test_fit_refuses_a_non_empty_out_dir(tmp_path, monkeypatch, capsys):
