@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import pickle
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -131,11 +132,13 @@ def load_fitted_network(folder: Path, device: str = "cpu") -> torch.nn.Module:
         config = SDFNetworkConfig(**settings)
         network = build_sdf_network(config)
         network.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
-    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+    except (ValueError, KeyError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UsageError(
             f"cannot rebuild the network of {folder} from its config.json and model.pt ({reason})"
         ) from None
+    if not all(torch.isfinite(parameter).all() for parameter in network.parameters()):
+        raise UsageError(f"the weights in {folder} hold non-finite values: its training diverged; fit it again")
     return network.to(device).eval()
 
 

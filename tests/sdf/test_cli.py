@@ -1,15 +1,17 @@
 """``rff-sdf fit``, ``bench`` and ``pool`` end to end with tiny settings, and their one-line errors."""
 
 import json
+import math
 import sys
 
 import numpy as np
 import pytest
+import torch
 
 from rff_field.bench.sdf import FLOOR_LABEL, parse_method, results_table
 from rff_field.cli import sdf as cli
 from rff_field.core.errors import UsageError
-from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig
+from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_network
 
 TINY = [
     "--hidden-features", "32", "--hidden-layers", "2", "--pe-frequencies", "6", "--rff-frequencies", "18",
@@ -54,10 +56,16 @@ def test_fit_writes_mesh_metrics_and_rendering(tmp_path):
 def test_mesh_refuses_what_is_not_a_finished_fit_and_keeps_existing_files(tmp_path, monkeypatch, capsys):
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
     assert code == 2 and "has no config.json or model.pt: not a finished SDF fit" in err and err.count("\n") == 1
-    (tmp_path / "config.json").write_text('{"network": {"method": "filtered-pe", "bogus": 1}}')
     (tmp_path / "model.pt").write_bytes(b"")
+    for network in ('{"method": "filtered-pe", "bogus": 1}', '{"method": "mlp-pe"}'):  # unknown key; empty weights
+        (tmp_path / "config.json").write_text(f'{{"network": {network}}}')
+        code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
+        assert code == 2 and "cannot rebuild the network" in err and err.count("\n") == 1
+    weights = build_sdf_network(SDFNetworkConfig(method="mlp-pe", hidden_features=8, hidden_layers=1)).state_dict()
+    torch.save({name: torch.full_like(value, math.nan) for name, value in weights.items()}, tmp_path / "model.pt")
+    (tmp_path / "config.json").write_text('{"network": {"method": "mlp-pe", "hidden_features": 8, "hidden_layers": 1}}')
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
-    assert code == 2 and "cannot rebuild the network" in err and err.count("\n") == 1
+    assert code == 2 and "non-finite values: its training diverged" in err
     (tmp_path / "mesh-512.ply").write_text("mine")
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
     assert code == 2 and "already exists" in err and (tmp_path / "mesh-512.ply").read_text() == "mine"
