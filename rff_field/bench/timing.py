@@ -116,6 +116,8 @@ def filter_pass_seconds(layer: BiasFreeFilter, x: torch.Tensor, upstream: torch.
     for _ in range(repeats):
         start = time.perf_counter()
         ((layer(x) * x) * upstream).sum().backward()
+        if x.device.type == "cuda":
+            torch.cuda.synchronize(x.device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -137,6 +139,8 @@ class FilterTiming:
     """Passes per round and setting."""
     threads: int = 1
     """Torch threads."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where to time the filter (on a GPU, each pass ends with a synchronisation)."""
     overwrite: bool = False
     """Replace padding.json and padding.md of an earlier run in --dest."""
 
@@ -146,14 +150,15 @@ class FilterTiming:
         if not self.widths:
             raise UsageError("--widths is empty; give at least one filter width")
         check_output_files(self.dest, ("padding.json", "padding.md"), self.overwrite, "--dest")
+        device = resolve_device(self.device, fallback="cpu")
         torch.set_num_threads(self.threads)
         torch.manual_seed(0)
         padded_multiple = filter_module.PAD_MULTIPLE
         rows = []
         try:
             for dim in self.widths:
-                layer = BiasFreeFilter(dim)
-                x, upstream = torch.randn(self.samples, dim), torch.randn(self.samples, dim)
+                layer = BiasFreeFilter(dim).to(device)
+                x, upstream = (torch.randn(self.samples, dim, device=device) for _ in range(2))
                 times: dict[int, list[float]] = {1: [], padded_multiple: []}
                 for _ in range(self.rounds + 1):  # the first round warms up
                     for multiple in times:
@@ -165,7 +170,7 @@ class FilterTiming:
                              "padded_ms": 1e3 * padded, "speedup": own / padded})  # fmt: skip
         finally:
             filter_module.PAD_MULTIPLE = padded_multiple
-        machine = machine_description(torch.device("cpu"))
+        machine = machine_description(device)
         result = {"machine": machine, "samples": self.samples, "rounds": self.rounds, "repeats": self.repeats,
                   "rows": rows}  # fmt: skip
         self.dest.mkdir(parents=True, exist_ok=True)

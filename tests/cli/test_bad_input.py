@@ -424,6 +424,8 @@ def test_gpu_table_options_fail_before_any_work(options, message, picture, tmp_p
         (["batch-timing", "--images", "PICDIR", "--names", "pic", "--variants", "--dest", "OUT/o"],
          "--variants is empty"),
         (["filter-timing", "--widths", "--dest", "OUT/o"], "--widths is empty"),
+        *([(["filter-timing", "--device", "cuda", "--dest", "OUT/o"], "CUDA is not available")]
+          if not torch.cuda.is_available() else []),
         (["nerf", "--data", "OUT/empty", "--variants", "--out", "OUT/o"], "--variants is empty"),
         (["nerf", "--data", "OUT/empty", "--variants", "a/b:rff-nerf-lite", "--out", "OUT/o"],
          "names files or folders"),
