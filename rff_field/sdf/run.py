@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import pickle
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -25,6 +24,7 @@ from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
 from rff_field.common.stopping import FitInterrupted
+from rff_field.common.trained import load_trained_network
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.sdf.checkpoint import sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
@@ -118,28 +118,13 @@ def load_fitted_network(folder: Path, device: str = "cpu") -> torch.nn.Module:
     Raises:
         UsageError: If the folder is not a finished fit with its weights (``--no-save-model`` writes none).
     """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder; give the --out folder of a finished `rff-sdf fit`")
-    missing = [name for name in ("config.json", "model.pt") if not (folder / name).is_file()]
-    if missing:
-        raise UsageError(
-            f"{folder} has no {' or '.join(missing)}: not a finished SDF fit with its weights (fits run with "
-            "--no-save-model keep none); give the --out folder of `rff-sdf fit`"
-        )
-    try:
-        settings = json.loads((folder / "config.json").read_text())["network"]
-        config = SDFNetworkConfig(**settings)
-        network = build_sdf_network(config)
-        network.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
-    except (ValueError, KeyError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UsageError(
-            f"cannot rebuild the network of {folder} from its config.json and model.pt ({reason})"
-        ) from None
-    if not all(torch.isfinite(parameter).all() for parameter in network.parameters()):
-        raise UsageError(f"the weights in {folder} hold non-finite values: its training diverged; fit it again")
-    return network.to(device).eval()
+    network, _ = load_trained_network(
+        folder,
+        "config.json",
+        lambda settings: build_sdf_network(SDFNetworkConfig(**settings["network"])),
+        "rff-sdf fit",
+    )
+    return network.to(device)
 
 
 def check_out_dir(path: Path, overwrite: bool) -> None:

@@ -55,7 +55,7 @@ def test_fit_writes_mesh_metrics_and_rendering(tmp_path):
 
 def test_mesh_refuses_what_is_not_a_finished_fit_and_keeps_existing_files(tmp_path, monkeypatch, capsys):
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
-    assert code == 2 and "has no config.json or model.pt: not a finished SDF fit" in err and err.count("\n") == 1
+    assert code == 2 and "has no config.json or model.pt: not a finished fit" in err and err.count("\n") == 1
     (tmp_path / "model.pt").write_bytes(b"")
     for network in ('{"method": "filtered-pe", "bogus": 1}', '{"method": "mlp-pe"}'):  # unknown key; empty weights
         (tmp_path / "config.json").write_text(f'{{"network": {network}}}')
