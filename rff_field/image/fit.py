@@ -1,9 +1,9 @@
 """2D image regression: fit a coordinate network to one image (the WIRE repository's protocol).
 
 Plain Python, no command-line dependency: ``fit_image(pixels, FitConfig(...))`` trains and returns a
-:class:`FitResult`; ``write_fit_outputs`` writes ``reconstruction.png``, ``error.png``, ``curves.png`` and
-``metrics.json``; ``run_fit`` does both from a file path. ``rff-image fit`` (``rff_field.cli.image``) is a thin
-front end.
+:class:`FitResult`; ``write_fit_outputs`` writes ``reconstruction.png``, ``error.png``, ``curves.png``,
+``model.pt`` and ``metrics.json``; ``run_fit`` does both from a file path. ``rff-image fit``
+(``rff_field.cli.image``) is a thin front end.
 
 Protocol (WIRE repository, image representation): coordinates in [-1, 1]; full batch up to ``batch_size``
 pixels, shuffled mini-batches beyond (one iteration = one pass over the image, as that repository counts);
@@ -57,7 +57,7 @@ IMAGE_METHODS: tuple[str, ...] = (*METHODS, "sape")
 DEFAULT_LR = {"wire": 5e-3, "siren": 1e-3, "gauss": 1e-3}
 """Learning rates of the WIRE repository; every other method (ReLU + PE/RFF, filtered) uses 1e-3."""
 
-OUTPUT_FILES = ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png")
+OUTPUT_FILES = ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png", "model.pt")
 
 
 @dataclass
@@ -133,12 +133,14 @@ class FitResult:
         reconstruction: The final network output on the pixel grid (not clipped).
         target: The fitted image.
         embedding: Channels ``[K, H, W]`` of the embedding, filtered and not, when requested.
+        weights: The trained network's ``state_dict``, on the CPU (written as ``model.pt``).
     """
 
     metrics: dict
     reconstruction: Float[Tensor, "H W C"]
     target: Float[Tensor, "H W C"]
     embedding: dict[str, np.ndarray] = field(default_factory=dict)
+    weights: dict[str, Tensor] = field(default_factory=dict)
 
 
 class PixelPredictor:
@@ -456,7 +458,8 @@ def finish_fit(
     if hasattr(model, "summary"):  # SAPE's progression
         metrics.update(model.summary())
     embedding = _embedding_channels(model, forward.coords, height, width, config.dump_embedding, notify)
-    return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding)
+    weights = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
+    return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding, weights)
 
 
 def _embedding_dim(model: nn.Module) -> Optional[int]:
@@ -486,7 +489,8 @@ def _embedding_channels(
 
 
 def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1, overwrite: bool = False) -> None:
-    """Write ``metrics.json``, ``reconstruction.png``, ``error.png``, ``curves.png`` (and ``embedding.png``).
+    """Write ``metrics.json``, ``reconstruction.png``, ``error.png``, ``curves.png``, ``model.pt`` (and
+    ``embedding.png``).
 
     Raises:
         UsageError: If ``out_dir`` already holds any of these files and ``overwrite`` is False.
@@ -503,6 +507,8 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     plot_curves(result.metrics, out_dir / "curves.png")
     if result.embedding:
         plot_embedding(result.embedding, out_dir / "embedding.png")
+    if result.weights:
+        torch.save(result.weights, out_dir / "model.pt")
     write_json(out_dir / "metrics.json", result.metrics)  # last: a benchmark job is finished once it exists
 
 

@@ -25,7 +25,7 @@ BENCHMARKS = (
     "nerf-eval-timing nerf-report hash-grid-timing startup-timing"
 )
 COMMANDS = {
-    "rff-image": (image.entrypoint, ["fit", "bench"]),
+    "rff-image": (image.entrypoint, ["fit", "bench", "render"]),
     "rff-sdf": (sdf.entrypoint, ["fit", "bench", "pool", "mesh"]),
     "rff-bench": (bench.entrypoint, BENCHMARKS.split()),
     "rff-export-mesh": (export_mesh.entrypoint, [None]),
