@@ -11,7 +11,7 @@ import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from rff_field.cli.common import call_main, run_command
-from rff_field.common.outputs import check_writable_folder
+from rff_field.common.outputs import check_output_path
 from rff_field.core.errors import UsageError
 
 Vec3 = Tuple[float, float, float]
@@ -61,13 +61,7 @@ class ExportMesh:
             raise UsageError(f"--resolution must be at least 2, got {self.resolution}")
         if self.batch_size < 1:
             raise UsageError(f"--batch-size must be positive, got {self.batch_size}")
-        if self.output_path.suffix.lower() not in (".ply", ".obj", ".off", ".stl"):
-            raise UsageError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
-        if self.output_path.is_dir():
-            raise UsageError(f"--output-path {self.output_path} is a folder; give a file name, e.g. mesh.ply")
-        if self.output_path.exists() and not self.overwrite:
-            raise UsageError(f"{self.output_path} already exists; choose another --output-path or pass --overwrite")
-        check_writable_folder(self.output_path.parent, "--output-path's folder")
+        check_output_path(self.output_path, (".ply", ".obj", ".off", ".stl"), self.overwrite)
         if (self.bbox_min is None) != (self.bbox_max is None):
             raise UsageError("give both --bbox-min and --bbox-max, or neither")
         if not all(math.isfinite(v) for v in (*(self.bbox_min or ()), *(self.bbox_max or ()))):

@@ -112,17 +112,13 @@ class Render:
     def main(self) -> Path:
         """Render, write the PNG and print where; returns its path."""
         from rff_field.common.machine import resolve_device
-        from rff_field.common.outputs import check_writable_folder
+        from rff_field.common.outputs import check_output_path
         from rff_field.image.data import save_image
         from rff_field.image.render import load_fitted_network, render_image
 
         check_fields(self, positive=("scale",), positive_int=("batch_size",))
         out = self.output_path or Path(self.fit) / f"render-x{self.scale:g}.png"
-        if out.suffix.lower() != ".png":
-            raise UsageError(f"--output-path {out} should end in .png")
-        if out.exists() and not self.overwrite:
-            raise UsageError(f"{out} already exists; choose another --output-path or pass --overwrite")
-        check_writable_folder(out.parent, "--output-path's folder")
+        check_output_path(out, (".png",), self.overwrite)
         network, metrics = load_fitted_network(self.fit, resolve_device(self.device, fallback="cpu"))
         height, width = (max(1, round(side * self.scale)) for side in (metrics["height"], metrics["width"]))
         if height * width > 2**28:

@@ -21,7 +21,7 @@ import tyro
 from rff_field.bench.jobs import ResumableJobOptions, print_jobs
 from rff_field.cli.common import LINE_SEARCH_FLAGS, note_unused_filter_options, parse_command, run_command
 from rff_field.common.options import Flat
-from rff_field.common.outputs import BENCHMARK_FILE, check_fit_folder, check_writable_folder
+from rff_field.common.outputs import BENCHMARK_FILE, check_fit_folder, check_output_path, check_writable_folder
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.sdf.data import GENERATED_SHAPE, load_mesh
@@ -363,11 +363,7 @@ class Mesh:
         if self.resolution < 8:
             raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
         out = self.output_path or Path(self.fit) / f"mesh-{self.resolution}.ply"
-        if out.suffix.lower() != ".ply":
-            raise UsageError(f"--output-path {out} should end in .ply")
-        if out.exists() and not self.overwrite:
-            raise UsageError(f"{out} already exists; choose another --output-path or pass --overwrite")
-        check_writable_folder(out.parent, "--output-path's folder")
+        check_output_path(out, (".ply",), self.overwrite)
         device = resolve_device(self.device, fallback="cpu")
         network = load_fitted_network(self.fit, device)
         vertices, triangles = extract_mesh(network, self.resolution, device, self.grid_batch, progress=self.progress)

@@ -57,6 +57,20 @@ def check_writable_folder(folder: Path, option: str) -> None:
         raise UsageError(f"{option} {folder} is not writable ({err.strerror}); choose another folder") from None
 
 
+def check_output_path(path: Path, suffixes: tuple[str, ...], overwrite: bool, option: str = "--output-path") -> None:
+    """Raise :class:`UsageError` unless ``path`` is a file of one of ``suffixes`` that can be written, and is new
+    unless ``overwrite``."""
+    path = Path(path)
+    if path.suffix.lower() not in suffixes:
+        raise UsageError(f"{option} {path} must end in {', '.join(suffixes[:-1])}{' or ' if suffixes[1:] else ''}"
+                         f"{suffixes[-1]}")  # fmt: skip
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder; give a file name, e.g. out{suffixes[0]}")
+    if path.exists() and not overwrite:
+        raise UsageError(f"{path} already exists; choose another {option} or pass --overwrite")
+    check_writable_folder(path.parent, f"{option}'s folder")
+
+
 def check_plain_name(name: str, what: str) -> None:
     """Raise :class:`UsageError` unless ``name`` can name a file or folder inside another (no '/', not '..')."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
