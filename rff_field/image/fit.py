@@ -39,6 +39,7 @@ from rff_field.common.outputs import check_output_files, clear_outputs, write_js
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
 from rff_field.common.stopping import FitInterrupted, fit_stops
+from rff_field.common.trained import WEIGHTS_FILE
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
@@ -57,7 +58,7 @@ IMAGE_METHODS: tuple[str, ...] = (*METHODS, "sape")
 DEFAULT_LR = {"wire": 5e-3, "siren": 1e-3, "gauss": 1e-3}
 """Learning rates of the WIRE repository; every other method (ReLU + PE/RFF, filtered) uses 1e-3."""
 
-OUTPUT_FILES = ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png", "model.pt")
+OUTPUT_FILES = ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png", WEIGHTS_FILE)
 
 
 @dataclass
@@ -508,7 +509,7 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     if result.embedding:
         plot_embedding(result.embedding, out_dir / "embedding.png")
     if result.weights:
-        torch.save(result.weights, out_dir / "model.pt")
+        torch.save(result.weights, out_dir / WEIGHTS_FILE)
     write_json(out_dir / "metrics.json", result.metrics)  # last: a benchmark job is finished once it exists
 
 

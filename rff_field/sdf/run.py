@@ -24,7 +24,7 @@ from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
 from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
 from rff_field.common.stopping import FitInterrupted
-from rff_field.common.trained import load_trained_network
+from rff_field.common.trained import WEIGHTS_FILE, load_trained_network
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.sdf.checkpoint import sdf_settings
 from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
@@ -107,7 +107,7 @@ class OutputConfig:
             raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
 
 
-OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "render.png", "model.pt")
+OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "render.png", WEIGHTS_FILE)
 """The files a fit writes."""
 
 
@@ -290,7 +290,7 @@ def run_sdf(
             filter_lr=np.asarray(result.filter_lr, dtype=np.float32),
         )
         if output.save_model:
-            torch.save(network.state_dict(), out / "model.pt")
+            torch.save(network.state_dict(), out / WEIGHTS_FILE)
         if output.render:
             cd = metrics.get("chamfer")
             quality = f"Chamfer {cd:.3g}" if cd is not None else "no surface"
