@@ -29,6 +29,7 @@ from rff_field.common.checkpoint import (
     check_resumable,
     holds_unfinished_fit,
     load_checkpoint,
+    model_state,
     save_checkpoint,
     set_schedule,
 )
@@ -459,8 +460,7 @@ def finish_fit(
     if hasattr(model, "summary"):  # SAPE's progression
         metrics.update(model.summary())
     embedding = _embedding_channels(model, forward.coords, height, width, config.dump_embedding, notify)
-    weights = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
-    return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding, weights)
+    return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding, model_state(model))
 
 
 def _embedding_dim(model: nn.Module) -> Optional[int]:
