@@ -69,3 +69,13 @@ def machine_info() -> dict:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
+
+
+def memory_bytes(device: torch.device) -> Optional[int]:
+    """The memory of ``device``: the GPU's, or the machine's physical memory for the CPU (None where unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None

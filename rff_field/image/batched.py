@@ -57,14 +57,15 @@ from rff_field.image.fit import (
     FitConfig,
     FitResult,
     PixelPredictor,
+    embedding_cache_fits,
     finish_fit,
     fit_image,
+    fixed_embedding,
     mark_unfinished,
     optimizer_groups,
 )
 from rff_field.image.metrics import psnr_from_mse
 from rff_field.inr.config import METHODS, build_network
-from rff_field.inr.mlp import FourierFeatureMLP
 
 PER_MODEL_SETTINGS = ("seed", "log_every", "lpips", "dump_embedding", "error_vmax")
 """FitConfig fields that may differ inside a batch (they change no shape, no hyperparameter of the step)."""
@@ -174,10 +175,10 @@ def fit_images(
     coords = pixel_coordinates(height, width).to(device)
     target = torch.stack([job.pixels.reshape(-1, channels) for job in jobs]).to(device=device, dtype=torch.float32)
 
-    cached = first.cache_embedding and isinstance(models[0], FourierFeatureMLP)
+    cached = first.cache_embedding and embedding_cache_fits(models[0], coords, count, notify)
     if cached:
         with torch.no_grad():
-            inputs = torch.stack([PixelPredictor(model, coords, cache=True).features for model in models])
+            inputs = torch.stack([fixed_embedding(model)(coords) for model in models])
         shared = all(torch.equal(inputs[0], features) for features in inputs[1:])
         inputs = inputs[0] if shared else inputs
     else:
@@ -305,7 +306,7 @@ def fit_images(
     seconds = seconds_before + time.perf_counter() - start
     results = []
     for k, (model, job) in enumerate(zip(models, jobs)):
-        forward = PixelPredictor(model, coords, job.config.cache_embedding)
+        forward = PixelPredictor(model, coords, cached)
         done = guards[k].step if diverged[k] is not None else iters_done
         result = finish_fit(model, forward, job.pixels, replace(job.config, iters=done), job.name,
                             mse_history[:done, k], seconds / iters_done / count, inr_lr,

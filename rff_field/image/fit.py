@@ -34,7 +34,7 @@ from rff_field.common.checkpoint import (
     set_schedule,
 )
 from rff_field.common.cuda_graph import GraphedStep
-from rff_field.common.machine import machine_description, resolve_device
+from rff_field.common.machine import machine_description, memory_bytes, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import check_output_files, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
@@ -96,7 +96,8 @@ class FitConfig:
     """Write ``embedding.png`` with this many channels of the embedding (and of the filtered embedding) over the
     image; 0 writes none."""
     cache_embedding: bool = True
-    """Compute the fixed Fourier embedding of the pixel grid once instead of every step (same result, faster)."""
+    """Compute the fixed Fourier embedding of the pixel grid once instead of every step (same result, faster;
+    skipped with a notice where it would take over a quarter of the memory)."""
     error_vmax: float = 0.1
     """Absolute error mapped to the top of the colour scale of ``error.png``."""
     precision: Precision = "fp32"
@@ -152,15 +153,19 @@ class PixelPredictor:
     training; with ``cache`` it is computed once and only the filter and MLP run every step.
     """
 
-    def __init__(self, model: nn.Module, coords: Float[Tensor, "N 2"], cache: bool) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        coords: Float[Tensor, "N 2"],
+        cache: bool,
+        notify: Optional[Callable[[str], None]] = None,
+    ) -> None:
         self.model = model
         self.coords = coords
         self.features: Optional[Tensor] = None
-        if cache and isinstance(model, FourierFeatureMLP):
-            encoding = model.encoding
-            base = encoding.encoding if isinstance(encoding, FilteredEncoding) else encoding
+        if cache and embedding_cache_fits(model, coords, 1, notify):
             with torch.no_grad():
-                self.features = base(coords)
+                self.features = fixed_embedding(model)(coords)
 
     def __call__(self, index: Union[Tensor, slice, None] = None) -> Tensor:
         if self.features is None:
@@ -176,6 +181,35 @@ class PixelPredictor:
         gigabytes of activations)."""
         count = self.coords.shape[0]
         return torch.cat([self(slice(start, start + chunk)) for start in range(0, count, chunk)])
+
+
+EMBEDDING_DUMP_CHUNK = 65536
+
+
+def fixed_embedding(model: FourierFeatureMLP) -> nn.Module:
+    """The Fourier embedding of ``model``, without its filter."""
+    encoding = model.encoding
+    return encoding.encoding if isinstance(encoding, FilteredEncoding) else encoding
+
+
+def embedding_cache_fits(
+    model: nn.Module, coords: Tensor, copies: int, notify: Optional[Callable[[str], None]] = None
+) -> bool:
+    """Whether ``copies`` embeddings of ``coords`` can be cached: ``model`` has a fixed embedding and they take at
+    most a quarter of the device's memory (a 12-megapixel photo at 256 channels would take 12 GB)."""
+    if not isinstance(model, FourierFeatureMLP):
+        return False
+    channels = fixed_embedding(model).get_out_dim()
+    size = copies * coords.shape[0] * channels * torch.finfo(coords.dtype).bits // 8
+    memory = memory_bytes(coords.device)
+    if memory is None or size <= memory // 4:
+        return True
+    if notify is not None:
+        jobs = f" x {copies} jobs" if copies > 1 else ""
+        amount = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+        notify(f"the embedding of {coords.shape[0]:,} pixels x {channels} channels{jobs} ({amount}) would take over "
+               "a quarter of the memory: it is computed every step for the batch instead of cached")  # fmt: skip
+    return False
 
 
 def optimizer_groups(
@@ -229,7 +263,7 @@ def fit_image(
     model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
     coords = pixel_coordinates(height, width).to(device)
     target = pixels.reshape(-1, channels).to(device=device, dtype=torch.float32)
-    forward = PixelPredictor(model, coords, config.cache_embedding)
+    forward = PixelPredictor(model, coords, config.cache_embedding, notify)
     progressive = model if hasattr(model, "observe_error") else None  # SAPE
     if progressive is not None:
         progressive.configure(config.iters)
@@ -479,13 +513,18 @@ def _embedding_channels(
         notify("--dump-embedding applies to mlp-*/filtered-* methods only; no embedding.png written")
         return {}
     encoding = model.encoding
-    base = encoding.encoding if isinstance(encoding, FilteredEncoding) else encoding
-    gamma = base(coords)
-    channels = torch.linspace(0, gamma.shape[-1] - 1, min(count, gamma.shape[-1])).round().long()
-    out = {"channels": channels.cpu().numpy(), "gamma": gamma[:, channels].T.reshape(-1, height, width).cpu().numpy()}
-    if isinstance(encoding, FilteredEncoding):
-        filtered = encoding.apply_filter(gamma)
-        out["filtered"] = filtered[:, channels].T.reshape(-1, height, width).cpu().numpy()
+    base = fixed_embedding(model)
+    channels = torch.linspace(0, base.get_out_dim() - 1, min(count, base.get_out_dim())).round().long()
+    gamma, filtered = [], []
+    for start in range(0, coords.shape[0], EMBEDDING_DUMP_CHUNK):  # only the K channels of the whole grid are kept
+        chunk = base(coords[start : start + EMBEDDING_DUMP_CHUNK])
+        gamma.append(chunk[:, channels])
+        if isinstance(encoding, FilteredEncoding):
+            filtered.append(encoding.apply_filter(chunk)[:, channels])
+    out = {"channels": channels.cpu().numpy()}
+    for key, parts in (("gamma", gamma), ("filtered", filtered)):
+        if parts:
+            out[key] = torch.cat(parts).T.reshape(-1, height, width).cpu().numpy()
     return out
 
 

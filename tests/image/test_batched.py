@@ -93,6 +93,23 @@ def test_batched_fits_equal_sequential_fits(case, vectorize, float64):
     assert histories[0] != histories[1]  # different images and seeds: the models are independent
 
 
+def test_a_batch_whose_embeddings_overfill_the_memory_computes_them_per_batch(float64, monkeypatch):
+    import rff_field.image.fit as fit_module
+
+    base = config("filtered-pe", batch_size=50)
+    jobs = [ImageJob(image(k), replace(base, seed=k), f"img{k}") for k in range(2)]
+    cached = fit_images(jobs)
+    one_job = 12 * 12 * 16 * 8  # pixels x PE channels (4 frequencies x 2 axes x sin, cos) x float64 bytes
+    monkeypatch.setattr(fit_module, "memory_bytes", lambda device: 4 * one_job)  # one job's fits, two do not
+    notices = []
+    uncached = fit_images(jobs, notify=notices.append)
+    memory = [notice for notice in notices if "memory" in notice]
+    assert len(memory) == 1 and "144 pixels x 16 channels x 2 jobs" in memory[0]
+    for a, b in zip(cached, uncached):
+        torch.testing.assert_close(torch.tensor(a.metrics["psnr_history"]), torch.tensor(b.metrics["psnr_history"]),
+                                   rtol=0, atol=1e-5)  # fmt: skip
+
+
 def test_each_model_gets_its_own_filter_rate(float64):
     base = config("filtered-pe", line_search=LineSearchConfig(lr_max=1.0))
     results = fit_images([ImageJob(image(k), replace(base, seed=k), f"img{k}") for k in range(2)])

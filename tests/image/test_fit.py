@@ -164,6 +164,38 @@ def test_cached_embedding_gives_the_same_fit():
     assert np.allclose(a, b.metrics["psnr_history"], rtol=1e-5)
 
 
+def test_an_embedding_over_a_quarter_of_the_memory_is_computed_per_batch(monkeypatch):
+    import rff_field.image.fit as fit_module
+
+    size = 32 * 32 * 64 * 4  # pixels x RFF channels (sin and cos of 32 frequencies) x bytes
+    cached = fit_image(smooth_image(), small("filtered-rff", iters=5, batch_size=300), progress=False)
+    notices = []
+    monkeypatch.setattr(fit_module, "memory_bytes", lambda device: 4 * size)  # exactly a quarter: cached
+    fit_image(smooth_image(), small("filtered-rff", iters=1), progress=False, notify=notices.append)
+    assert notices == []
+    monkeypatch.setattr(fit_module, "memory_bytes", lambda device: 4 * size - 4)
+    uncached = fit_image(smooth_image(), small("filtered-rff", iters=5, batch_size=300), progress=False,
+                         notify=notices.append)  # fmt: skip
+    assert (
+        len(notices) == 1
+        and "1,024 pixels x 64 channels (0.2 MiB)" in notices[0]
+        and "computed every step" in notices[0]
+    )
+    assert np.allclose(cached.metrics["psnr_history"], uncached.metrics["psnr_history"], rtol=1e-5)
+
+
+def test_the_embedding_picture_is_computed_in_chunks(monkeypatch):
+    import rff_field.image.fit as fit_module
+
+    config = small("filtered-rff", iters=2, dump_embedding=3)
+    whole = fit_image(smooth_image(), config, progress=False).embedding
+    monkeypatch.setattr(fit_module, "EMBEDDING_DUMP_CHUNK", 100)  # 1024 pixels in 11 chunks
+    chunked = fit_image(smooth_image(), config, progress=False).embedding
+    assert set(whole) == set(chunked) == {"channels", "gamma", "filtered"} and whole["gamma"].shape == (3, 32, 32)
+    for key in whole:
+        assert np.allclose(whole[key], chunked[key], rtol=1e-6, atol=1e-7)
+
+
 def test_filter_initialisations():
     from rff_field.inr.config import build_network
 
