@@ -220,7 +220,7 @@ class Bench:
                 print_jobs(jobs, out, partial(sdf_bench.job_status, out))
                 return {"records": [], "written": {}}
             for mesh in self.meshes:  # a bad mesh fails before any other is sampled into --out
-                load_mesh(mesh, fill_holes=self.fill_holes)
+                load_mesh(mesh, fill_holes=self.fill_holes, notify=lambda message: None)  # said when sampled
             check_writable_folder(out, "--out")
             if out.is_dir() and any(path.name != "logs" for path in out.iterdir()):  # logs: the scripts' own
                 if not any((out / name).exists() for name in ("runs", "pools", BENCHMARK_FILE)):

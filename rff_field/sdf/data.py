@@ -28,6 +28,7 @@ from torch import Tensor
 from rff_field.core.errors import UsageError
 
 if TYPE_CHECKING:
+    import manifold3d
     import open3d as o3d
 
 MESH_SUFFIXES = (".ply", ".obj", ".off", ".stl")
@@ -83,6 +84,53 @@ def _fill_holes(mesh: "o3d.geometry.TriangleMesh", rounds: int = 8) -> "o3d.geom
     return mesh
 
 
+def _solid(vertices: np.ndarray, triangles: np.ndarray) -> "manifold3d.Manifold":
+    import manifold3d
+
+    mesh = manifold3d.Mesh64(vert_properties=np.array(vertices, dtype=np.float64, order="C"),
+                             tri_verts=np.array(triangles, dtype=np.uint64, order="C"))  # fmt: skip
+    return manifold3d.Manifold(mesh)
+
+
+def merge_overlapping_parts(
+    mesh: "o3d.geometry.TriangleMesh", notify: Callable[[str], None]
+) -> "o3d.geometry.TriangleMesh":
+    """The union of a watertight mesh's closed parts where two of them overlap, less its cavities (inward-facing
+    parts); else the mesh itself.
+
+    Ray parity counts a point inside two parts (or a part inside another) as outside; the union is the solid the
+    parts stand for. Meshes that manifold3d cannot read as manifold are returned unchanged.
+    """
+    import manifold3d
+    import open3d as o3d
+
+    whole = _solid(np.asarray(mesh.vertices), np.asarray(mesh.triangles))
+    if whole.status() != manifold3d.Error.NoError:
+        return mesh
+    parts = whole.decompose()
+    solids = [part for part in parts if part.volume() > 0]
+    if len(solids) < 2:
+        return mesh
+    union = manifold3d.Manifold.batch_boolean(solids, manifold3d.OpType.Add)
+    total = sum(part.volume() for part in solids)
+    excess = total / union.volume() - 1
+    if excess <= 1e-6:
+        return mesh
+    cavities = []
+    for part in parts:
+        if part.volume() < 0:
+            inward = part.to_mesh64()
+            cavities.append(_solid(inward.vert_properties[:, :3], inward.tri_verts[:, ::-1]))
+    if cavities:
+        union = manifold3d.Manifold.batch_boolean([union, *cavities], manifold3d.OpType.Subtract)
+    notify(f"closed parts of the mesh overlap (the volumes of its {len(solids)} parts add up to {excess:.1%} more than "
+           "their union), and ray parity would count the overlaps as outside; the fit uses the union")  # fmt: skip
+    merged = union.to_mesh64()
+    vertices = np.array(merged.vert_properties[:, :3], dtype=np.float64)
+    triangles = np.array(merged.tri_verts, dtype=np.int32)
+    return o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices), o3d.utility.Vector3iVector(triangles))
+
+
 def _obj_has_polygons(path: Path) -> bool:
     """Whether an OBJ file has a face of more than three corners (open3d's reader skips those faces)."""
     with open(path, errors="replace") as fh:
@@ -135,12 +183,16 @@ def _quiet_open3d() -> Iterator[None]:
         o3d.utility.set_verbosity_level(previous)
 
 
-def load_mesh(path: Union[str, Path], fill_holes: bool = False) -> "o3d.geometry.TriangleMesh":
-    """Read a PLY/OBJ/OFF/STL triangle mesh and check that it bounds a volume.
+def load_mesh(
+    path: Union[str, Path], fill_holes: bool = False, notify: Optional[Callable[[str], None]] = None
+) -> "o3d.geometry.TriangleMesh":
+    """Read a PLY/OBJ/OFF/STL triangle mesh, check that it bounds a volume, and merge closed parts that overlap
+    (:func:`merge_overlapping_parts`).
 
     Args:
         path: The mesh file.
         fill_holes: Close holes (open3d's ``fill_holes``) before checking watertightness.
+        notify: Receives one-line notices (parts merged); default: print them.
 
     Raises:
         UsageError: The file is missing, unreadable, empty, degenerate (no area or flat) or not watertight.
@@ -195,7 +247,8 @@ def load_mesh(path: Union[str, Path], fill_holes: bool = False) -> "o3d.geometry
             f"{path} is not watertight: {what}, so inside and outside are undefined and signed distances would be "
             f"wrong; {hint}"
         )
-    return mesh
+    notify = notify or (lambda message: print(f"note: {path.name}: {message}"))
+    return merge_overlapping_parts(mesh, notify)
 
 
 # --------------------------------------------------------------------------------------------- normalisation
@@ -257,12 +310,14 @@ GENERATED_SHAPE = "generated"
 """The name of the shape used when no mesh is given (:func:`generated_shape`)."""
 
 
-def load_shape(path: Optional[Union[str, Path]], fill_holes: bool = False) -> tuple[str, "o3d.geometry.TriangleMesh"]:
+def load_shape(
+    path: Optional[Union[str, Path]], fill_holes: bool = False, notify: Optional[Callable[[str], None]] = None
+) -> tuple[str, "o3d.geometry.TriangleMesh"]:
     """A shape's name and its checked mesh in BACON's normalised space; ``None`` gives the generated shape."""
     if path is None:
         mesh, _ = normalize_mesh(generated_shape())
         return GENERATED_SHAPE, mesh
-    mesh, _ = normalize_mesh(load_mesh(path, fill_holes=fill_holes))
+    mesh, _ = normalize_mesh(load_mesh(path, fill_holes=fill_holes, notify=notify))
     return Path(path).stem, mesh
 
 

@@ -93,6 +93,51 @@ def test_obj_with_polygon_faces_is_split_into_triangles(tmp_path, faces):
     assert len(mesh.triangles) == 12 and is_closed(np.asarray(mesh.triangles))
 
 
+def _box(size: float, corner=(0.0, 0.0, 0.0), inward: bool = False):
+    box = o3d.geometry.TriangleMesh.create_box(size, size, size).translate(corner)
+    if inward:  # a cavity: its triangles face into the box
+        box.triangles = o3d.utility.Vector3iVector(np.asarray(box.triangles)[:, ::-1].copy())
+    return box
+
+
+def test_overlapping_closed_parts_are_merged_so_their_overlap_is_inside(tmp_path):
+    path = _write(_box(1.0) + _box(1.0, (0.5, 0.5, 0.5)), tmp_path / "two.ply")
+    overlap = np.array([[0.75, 0.75, 0.75]], dtype=np.float32)  # in both boxes: two crossings along any ray
+    raw = o3d.io.read_triangle_mesh(str(path))
+    assert MeshSDF(raw).signed_distance(overlap)[0] > 0  # ray parity alone calls it outside
+    notices = []
+    mesh = load_mesh(path, notify=notices.append)
+    assert len(notices) == 1 and "its 2 parts add up to 6.7% more than their union" in notices[0]
+    assert is_closed(np.asarray(mesh.triangles)) and mesh.get_volume() == pytest.approx(1.875)
+    inside_one = np.array([[0.25, 0.25, 0.25], [1.25, 1.25, 1.25]], dtype=np.float32)
+    outside = np.array([[1.25, 0.25, 0.25], [-0.5, 0.5, 0.5]], dtype=np.float32)
+    sdf = MeshSDF(mesh).signed_distance(np.concatenate([overlap, inside_one, outside]))
+    assert sdf[0] < -0.25  # deeper than the faces of either box alone: the union's nearest face is an edge away
+    np.testing.assert_allclose(sdf[1:], [-0.25, -0.25, 0.25, 0.5], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "parts, volume",
+    [
+        ([_box(1.0), _box(1.0, (2.0, 0.0, 0.0))], None),  # apart
+        ([_box(1.0), _box(0.5, (0.25, 0.25, 0.25), inward=True)], None),  # a hollow box: parity is right
+        ([_box(1.0), _box(0.5, (0.25, 0.25, 0.25))], 1.0),  # a solid inside a solid: one solid
+        ([_box(1.0), _box(1.0, (0.5, 0.5, 0.5)), _box(0.2, (0.1, 0.1, 0.1), inward=True)], 1.875 - 0.008),
+    ],
+    ids=["apart", "hollow", "nested", "overlap-with-cavity"],
+)
+def test_parts_that_parity_reads_right_are_kept_as_they_are(tmp_path, parts, volume):
+    mesh = parts[0]
+    for part in parts[1:]:
+        mesh += part
+    notices = []
+    loaded = load_mesh(_write(mesh, tmp_path / "parts.ply"), notify=notices.append)
+    if volume is None:
+        assert notices == [] and len(loaded.triangles) == len(mesh.triangles)
+    else:
+        assert len(notices) == 1 and abs(loaded.get_volume()) == pytest.approx(volume)
+
+
 def test_missing_and_unsupported_files(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         load_mesh(tmp_path / "nope.obj")
