@@ -217,12 +217,19 @@ GROUP_FOLDERS = {"main": "runs", "sweep": "sweep", "long": "long"}
 
 
 def list_images(folder: Path, names: tuple[str, ...], option: str = "--names") -> list[Path]:
-    """The images of ``folder`` (sorted), or those named (by ``option``), in the given order."""
+    """The images of ``folder`` (sorted; hidden files such as macOS's ``._*`` are not images), or those named (by
+    ``option``), in the given order."""
     if not folder.is_dir():
         raise UsageError(f"--images {folder} is not a folder; give a folder of PNG/JPEG images")
-    paths = [p for p in sorted(folder.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES]
+    entries = [p for p in sorted(folder.iterdir()) if p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")]
+    broken = [p for p in entries if p.is_symlink() and not p.exists()]
+    if broken:
+        raise UsageError(f"{broken[0]} in --images is a link to {os.readlink(broken[0])}, which does not exist; "
+                         "fix or remove the link")  # fmt: skip
+    paths = [p for p in entries if p.is_file()]
     if not paths:
-        raise UsageError(f"no PNG/JPEG images in {folder}")
+        searched = " (subfolders are not searched)" if any(p.is_dir() for p in folder.iterdir()) else ""
+        raise UsageError(f"no PNG/JPEG images in {folder}{searched}")
     available = {p.stem: p for p in paths}
     if len(available) < len(paths):
         stem = next(stem for stem in available if sum(p.stem == stem for p in paths) > 1)

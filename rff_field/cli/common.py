@@ -42,6 +42,42 @@ def translate_legacy_flags(argv: Sequence[str], legacy: Mapping[str, str]) -> li
     return out
 
 
+def expand_home(argv: Sequence[str]) -> list[str]:
+    """``argv`` with a leading ``~`` of a value expanded to the home folder, as the shell does for ``--out ~/x`` but
+    not for ``--out=~/x`` or a quoted ``'~/x'``; so no command writes into a folder named ``~``."""
+    out = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if arg.startswith("~"):
+            arg = os.path.expanduser(arg)
+        elif name.startswith("--") and eq and value.startswith("~"):
+            arg = name + eq + os.path.expanduser(value)
+        out.append(arg)
+    return out
+
+
+def check_no_empty_values(argv: Sequence[str]) -> None:
+    """Raise :class:`UsageError` for an option given an empty value (``--out "$OUT"`` with ``OUT`` unset would
+    otherwise mean the current folder)."""
+    for previous, arg in zip(["", *argv], argv):
+        name, eq, value = arg.partition("=")
+        if arg == "" and previous.startswith("--") or name.startswith("--") and eq and not value:
+            option = previous if arg == "" else name
+            raise UsageError(f"{option} was given an empty value (an unset shell variable?); give a value")
+
+
+def command_arguments(prog: str, argv: Sequence[str], legacy_flags: Mapping[str, str] = {}) -> list[str]:
+    """``argv`` as the command parses it: flags of earlier versions renamed, ``~`` expanded; exits with status 2
+    on an empty value."""
+    argv = expand_home(translate_legacy_flags(argv, legacy_flags))
+    try:
+        check_no_empty_values(argv)
+    except UsageError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        sys.exit(USAGE_EXIT_STATUS)
+    return argv
+
+
 def call_main(prog: str, command: Any) -> tuple[int, Any]:
     """Run ``command.main()``; returns (exit status, its result). User errors print one line on stderr."""
     try:
@@ -136,7 +172,7 @@ def run_command(
         args: The arguments (default: ``sys.argv[1:]``).
         default: Defaults that the command line overrides (an instance of ``command_type``).
     """
-    argv = translate_legacy_flags(sys.argv[1:] if args is None else args, legacy_flags)
+    argv = command_arguments(prog, sys.argv[1:] if args is None else args, legacy_flags)
     defaults = {} if default is None else {"default": default}
     with quiet_broken_pipe():
         status, result = call_main(prog, parse_command(command_type, description, argv, **defaults))

@@ -16,7 +16,7 @@ from typing import Literal
 import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from rff_field.cli.common import call_main, parse_command, quiet_broken_pipe
+from rff_field.cli.common import call_main, command_arguments, parse_command, quiet_broken_pipe
 from rff_field.common.machine import resolve_device
 from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError, check_fields
@@ -234,7 +234,7 @@ def entrypoint() -> None:
     quiet_known_warnings()
     tyro.extras.set_accent_color("bright_yellow")
     with quiet_broken_pipe():
-        sys.exit(run(parse_command(Demo, __doc__)))
+        sys.exit(run(parse_command(Demo, __doc__, command_arguments("rff-demo", sys.argv[1:]))))
 
 
 if __name__ == "__main__":

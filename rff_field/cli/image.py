@@ -117,12 +117,13 @@ class Render:
         from rff_field.image.render import load_fitted_network, render_image
 
         check_fields(self, positive=("scale",), positive_int=("batch_size",))
+        network, metrics = load_fitted_network(self.fit, resolve_device(self.device, fallback="cpu"))
         out = self.output_path or Path(self.fit) / f"render-x{self.scale:g}.png"
         check_output_path(out, (".png",), self.overwrite)
-        network, metrics = load_fitted_network(self.fit, resolve_device(self.device, fallback="cpu"))
         height, width = (max(1, round(side * self.scale)) for side in (metrics["height"], metrics["width"]))
         if height * width > 2**28:
             raise UsageError(f"a {width}x{height} render is over 268 million pixels; choose a smaller --scale")
+        out.parent.mkdir(parents=True, exist_ok=True)
         save_image(render_image(network, height, width, self.batch_size), out)
         print(f"wrote {out} ({width}x{height}, {metrics['method']} fitted at {metrics['width']}x{metrics['height']})")
         return out

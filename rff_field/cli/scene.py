@@ -8,6 +8,7 @@ Subcommands:
 from __future__ import annotations
 
 import math
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ def _generate(out: Path, spec: Any, minimums: dict[str, int], write: Callable[..
                 else:
                     path.unlink()
         raise
-    print(f"wrote {out}; train on it with: ns-train {method} --data {out} --machine.device-type cpu")
+    print(f"wrote {out}; train on it with: ns-train {method} --data {shlex.quote(str(out))} --machine.device-type cpu")
     return out
 
 

@@ -65,15 +65,18 @@ class Fit:
     def main(self) -> dict:
         """Run the command."""
         from rff_field.common.checkpoint import CHECKPOINT_FILE, check_resumable
+        from rff_field.common.outputs import check_input_kept
         from rff_field.sdf.checkpoint import SDFCheckpoint, sdf_settings
         from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
-        from rff_field.sdf.run import GroundTruth, check_out_dir, prepare_out_dir, run_sdf
+        from rff_field.sdf.run import OUTPUT_FILES, GroundTruth, check_out_dir, prepare_out_dir, run_sdf
 
         _check_common(self.train, self.output, self.network, self.sign_rays)
         if self.pool is not None and self.mesh is not None:
             raise UsageError("give either --mesh (fresh samples) or --pool (precomputed samples), not both")
         check_fit_folder(Path(self.out), "SDF fit", "mesh")  # first: --overwrite would not help there
         check_out_dir(Path(self.out), self.overwrite)
+        for path, option in ((self.mesh, "--mesh"), (self.pool, "--pool")):
+            check_input_kept(path, option, Path(self.out), (*OUTPUT_FILES, CHECKPOINT_FILE))
         note_unused_filter_options(self.network.method, self.network, self.train)
         if self.pool is not None:
             from rff_field.bench.sdf import load_pool_arrays
@@ -362,10 +365,10 @@ class Mesh:
         check_fields(self, positive_int=("grid_batch",))
         if self.resolution < 8:
             raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
+        device = resolve_device(self.device, fallback="cpu")
+        network = load_fitted_network(self.fit, device)  # first: a --fit that is no fit says so
         out = self.output_path or Path(self.fit) / f"mesh-{self.resolution}.ply"
         check_output_path(out, (".ply",), self.overwrite)
-        device = resolve_device(self.device, fallback="cpu")
-        network = load_fitted_network(self.fit, device)
         vertices, triangles = extract_mesh(network, self.resolution, device, self.grid_batch, progress=self.progress)
         if not len(triangles):
             raise UsageError(f"the SDF of {self.fit} does not cross level 0 in [-0.5, 0.5]^3: no surface to mesh")

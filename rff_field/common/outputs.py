@@ -9,7 +9,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from rff_field.core.errors import UsageError
 
@@ -47,6 +47,9 @@ def check_writable_folder(folder: Path, option: str) -> None:
         raise UsageError(f"{option} {folder} is a file; give a folder")
     ancestor = folder
     while not ancestor.exists():
+        if ancestor.is_symlink():
+            raise UsageError(f"{option} {folder} cannot be created: {ancestor} is a link to {os.readlink(ancestor)}, "
+                             "which does not exist; create that folder or choose another")  # fmt: skip
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise UsageError(f"{option} {folder} cannot be created: {ancestor} is a file; choose another folder")
@@ -93,6 +96,16 @@ def check_output_files(folder: Path, names: Iterable[str], overwrite: bool, opti
     existing = [name for name in names if (Path(folder) / name).exists()]
     if existing and not overwrite:
         raise UsageError(f"{folder} already holds {', '.join(existing)}; pass --overwrite or choose another {option}")
+
+
+def check_input_kept(path: Optional[Path], option: str, folder: Path, names: Iterable[str]) -> None:
+    """Raise :class:`UsageError` when the input file ``path`` is one of the files ``names`` that a run writes or
+    clears in its output ``folder``: the run would destroy its own input."""
+    if path is None:
+        return
+    if Path(path).resolve() in {(Path(folder) / name).resolve() for name in names}:
+        raise UsageError(f"{option} {path} is a file this run writes in --out {folder}, so the run would replace its "
+                         "own input; move the file or choose another --out")  # fmt: skip
 
 
 BENCHMARK_FILE = "bench.json"

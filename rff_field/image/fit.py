@@ -36,7 +36,7 @@ from rff_field.common.checkpoint import (
 from rff_field.common.cuda_graph import GraphedStep
 from rff_field.common.machine import machine_description, memory_bytes, resolve_device
 from rff_field.common.options import NoPrefix
-from rff_field.common.outputs import check_output_files, clear_outputs, write_json
+from rff_field.common.outputs import check_input_kept, check_output_files, clear_outputs, write_json
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
 from rff_field.common.stopping import FitInterrupted, fit_stops
@@ -655,6 +655,7 @@ def run_fit(
     checkpoint = out_dir / CHECKPOINT_FILE  # saved now and then; a killed run resumes from it
     interrupted = holds_unfinished_fit(out_dir)
     check_output_dir(out_dir, overwrite or interrupted)
+    check_input_kept(image, "--image", out_dir, (*OUTPUT_FILES, CHECKPOINT_FILE))
     loaded = prepare_image(image, downsample_factor)
     for notice in loaded.notices:
         notify(notice)

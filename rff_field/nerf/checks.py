@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
@@ -182,7 +183,7 @@ def _check_images(data: Path, names: list[str], transforms: Path) -> None:
 
 def _train_command(method: Optional[str], dataparser: str, data: Path) -> str:
     """How to train ``method`` on ``data`` with the data parser ``dataparser`` (a subcommand after the options)."""
-    return f"ns-train {method or '<method>'} ... {dataparser} --data {data}"
+    return f"ns-train {method or '<method>'} ... {dataparser} --data {shlex.quote(str(data))}"
 
 
 def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optional[str] = None) -> Path:

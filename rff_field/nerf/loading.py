@@ -51,7 +51,7 @@ def read_run_config(config_path: Path, any_method: bool = False) -> TrainerConfi
             f"{config_path} is a '{config.method_name}' run, not an rff-nerf one; this command reads runs of "
             "rff-nerf, rff-nerf-lite, rff-nerfacto and rff-nerfacto-lite (use ns-export for other methods)"
         )
-    checkpoint_dir = config_path.parent.resolve() / config.relative_model_dir
+    checkpoint_dir = config_path.resolve().parent / config.relative_model_dir  # beside the file a link points to
     if not checkpoint_dir.is_dir() or not any(checkpoint_dir.glob("step-*.ckpt")):
         raise UsageError(f"no checkpoint (step-*.ckpt) in {checkpoint_dir}; train the model first")
     check_run_dataset_path(dataset_path(config.pipeline), config_path)

@@ -149,10 +149,11 @@ def test_scene_writes_datasets_nerfstudio_reads(tmp_path, monkeypatch, capsys):
 
     tiny = ["--image-size", "8", "--supersample", "1"]
     assert (
-        run(scene.entrypoint, ["capture", "--out", str(tmp_path / "cap"), "--num-views", "10", *tiny], monkeypatch) == 0
+        run(scene.entrypoint, ["capture", "--out", str(tmp_path / "my cap"), "--num-views", "10", *tiny], monkeypatch)
+        == 0
     )
-    assert "ns-train rff-nerfacto-lite --data" in capsys.readouterr().out
-    outputs = NerfstudioDataParserConfig(data=tmp_path / "cap").setup().get_dataparser_outputs("train")
+    assert f"ns-train rff-nerfacto-lite --data '{tmp_path / 'my cap'}'" in capsys.readouterr().out  # ready to paste
+    outputs = NerfstudioDataParserConfig(data=tmp_path / "my cap").setup().get_dataparser_outputs("train")
     assert len(outputs.image_filenames) == 9  # nerfstudio holds out one of ten
     args = ["blender", "--out", str(tmp_path / "void"), "--num-train", "3", "--num-val", "1", "--num-test", "2", *tiny]
     assert run(scene.entrypoint, args, monkeypatch) == 0

@@ -53,6 +53,13 @@ def test_render_writes_a_finer_png_and_refuses_what_is_not_a_finished_fit(tmp_pa
     assert code == 2 and "--scale must be positive" in err
     code, err = run_cli(monkeypatch, capsys, "render", "--fit", tmp_path)
     assert code == 2 and "has no metrics.json or model.pt: not a finished fit" in err and err.count("\n") == 1
+    code, err = run_cli(monkeypatch, capsys, "render", "--fit", tmp_path / "fit" / "metrics.json")
+    assert code == 2 and "metrics.json is not a folder; give the --out folder of a finished `rff-image fit`" in err
+    new_folder = tmp_path / "renders" / "x1" / "r.png"
+    assert run_cli(
+        monkeypatch, capsys, "render", "--fit", tmp_path / "fit", "--scale", "1", "--output-path", new_folder
+    ) == (0, "")
+    assert iio.imread(new_folder).shape == (16, 16, 3)
     weights = torch.load(tmp_path / "fit" / "model.pt", weights_only=True)
     torch.save(
         {name: torch.full_like(value, math.nan) for name, value in weights.items()}, tmp_path / "fit" / "model.pt"

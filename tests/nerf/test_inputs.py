@@ -599,6 +599,15 @@ def test_a_runs_relative_data_path_read_from_another_folder(relative_run, tmp_pa
     assert read_run_config(relative_run).pipeline.datamanager.data == Path("blender")
 
 
+def test_a_link_to_a_runs_config_finds_the_checkpoints_beside_the_file(relative_run, tmp_path, monkeypatch):
+    from rff_field.nerf.loading import read_run_config
+
+    link = tmp_path / "train" / "latest.yml"
+    link.symlink_to(relative_run)
+    monkeypatch.chdir(tmp_path / "train")
+    assert read_run_config(link).relative_model_dir == relative_run.parent.resolve() / "nerfstudio_models"
+
+
 @pytest.mark.parametrize("command", ["rff-export-mesh", "ns-eval"])
 def test_commands_loading_a_run_from_another_folder(command, relative_run, tmp_path):
     output = tmp_path / "elsewhere" / ("mesh.ply" if command == "rff-export-mesh" else "eval.json")
