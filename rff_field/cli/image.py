@@ -114,11 +114,12 @@ class Render:
         from rff_field.common.machine import resolve_device
         from rff_field.common.outputs import check_output_path
         from rff_field.image.data import save_image
+        from rff_field.image.fit import RENDERS
         from rff_field.image.render import load_fitted_network, render_image
 
         check_fields(self, positive=("scale",), positive_int=("batch_size",))
         network, metrics = load_fitted_network(self.fit, resolve_device(self.device, fallback="cpu"))
-        out = self.output_path or Path(self.fit) / f"render-x{self.scale:g}.png"
+        out = self.output_path or Path(self.fit) / RENDERS.replace("*", f"{self.scale:g}")
         check_output_path(out, (".png",), self.overwrite)
         height, width = (max(1, round(side * self.scale)) for side in (metrics["height"], metrics["width"]))
         if height * width > 2**28:

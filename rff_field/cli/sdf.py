@@ -360,14 +360,14 @@ class Mesh:
         from rff_field.common.machine import resolve_device
         from rff_field.common.mesh import write_ply
         from rff_field.sdf.fit import extract_mesh
-        from rff_field.sdf.run import load_fitted_network
+        from rff_field.sdf.run import MESHES, load_fitted_network
 
         check_fields(self, positive_int=("grid_batch",))
         if self.resolution < 8:
             raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
         device = resolve_device(self.device, fallback="cpu")
         network = load_fitted_network(self.fit, device)  # first: a --fit that is no fit says so
-        out = self.output_path or Path(self.fit) / f"mesh-{self.resolution}.ply"
+        out = self.output_path or Path(self.fit) / MESHES.replace("*", str(self.resolution))
         check_output_path(out, (".ply",), self.overwrite)
         vertices, triangles = extract_mesh(network, self.resolution, device, self.grid_batch, progress=self.progress)
         if not len(triangles):

@@ -136,8 +136,9 @@ def check_fit_folder(folder: Path, what: str, key: str) -> None:
 
 
 def clear_outputs(folder: Path, names: Iterable[str]) -> None:
-    """Remove the files ``names`` from ``folder`` where they exist (a run's own outputs, before it rewrites them)."""
+    """Remove the files ``names`` (glob patterns allowed) from ``folder`` where they exist: a run's own outputs,
+    before it rewrites them."""
     for name in names:
-        path = Path(folder) / name
-        if path.is_file() or path.is_symlink():
-            path.unlink()
+        for path in Path(folder).glob(name):
+            if path.is_file() or path.is_symlink():
+                path.unlink()

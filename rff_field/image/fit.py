@@ -59,6 +59,8 @@ IMAGE_METHODS: tuple[str, ...] = (*METHODS, "sape")
 DEFAULT_LR = {"wire": 5e-3, "siren": 1e-3, "gauss": 1e-3}
 """Learning rates of the WIRE repository; every other method (ReLU + PE/RFF, filtered) uses 1e-3."""
 
+RENDERS = "render-x*.png"
+"""The default names of ``rff-image render`` outputs in a fit's folder (stale once the fit is run again)."""
 OUTPUT_FILES = ("metrics.json", "reconstruction.png", "error.png", "curves.png", "embedding.png", WEIGHTS_FILE)
 
 
@@ -538,7 +540,8 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     out_dir = Path(out_dir)
     check_output_dir(out_dir, overwrite)
     out_dir.mkdir(parents=True, exist_ok=True)
-    clear_outputs(out_dir, OUTPUT_FILES)  # an earlier run's files that this one may not write (e.g. embedding.png)
+    # An earlier run's files that this one may not write (e.g. embedding.png), and renders of its weights.
+    clear_outputs(out_dir, (*OUTPUT_FILES, RENDERS))
     save_image(result.reconstruction, out_dir / "reconstruction.png")
     error = (result.reconstruction.clamp(0, 1) - result.target).abs().mean(dim=-1).numpy()
     plt = pyplot()

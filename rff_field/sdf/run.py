@@ -107,6 +107,8 @@ class OutputConfig:
             raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
 
 
+MESHES = "mesh-*.ply"
+"""The default names of ``rff-sdf mesh`` outputs in a fit's folder (stale once the fit is run again)."""
 OUTPUT_FILES = ("mesh.ply", "metrics.json", "history.npz", "config.json", "render.png", WEIGHTS_FILE)
 """The files a fit writes."""
 
@@ -142,7 +144,7 @@ def prepare_out_dir(path: Path, overwrite: bool) -> Path:
     path = Path(path)
     check_out_dir(path, overwrite)
     path.mkdir(parents=True, exist_ok=True)
-    clear_outputs(path, OUTPUT_FILES)
+    clear_outputs(path, (*OUTPUT_FILES, MESHES))  # and meshes of an earlier fit's weights
     return path
 
 

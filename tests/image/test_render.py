@@ -66,3 +66,15 @@ def test_render_writes_a_finer_png_and_refuses_what_is_not_a_finished_fit(tmp_pa
     )
     code, err = run_cli(monkeypatch, capsys, "render", "--fit", tmp_path / "fit", "--output-path", tmp_path / "x.png")
     assert code == 2 and "non-finite values: its training diverged" in err and not (tmp_path / "x.png").exists()
+
+
+def test_a_fit_run_again_removes_the_renders_of_its_earlier_weights(tmp_path):
+    fit = tmp_path / "fit"
+    write_fit_outputs(fit_image(smooth_image(16), small("mlp-pe", iters=2), progress=False), fit)
+    network, _ = load_fitted_network(fit)
+    from rff_field.image.data import save_image
+
+    save_image(render_image(network, 32, 32), fit / "render-x2.png")
+    (fit / "notes.txt").write_text("mine")
+    write_fit_outputs(fit_image(smooth_image(16), small("siren", iters=2), progress=False), fit, overwrite=True)
+    assert not (fit / "render-x2.png").exists() and (fit / "notes.txt").read_text() == "mine"

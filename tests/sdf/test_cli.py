@@ -12,6 +12,7 @@ from rff_field.bench.sdf import FLOOR_LABEL, parse_method, results_table
 from rff_field.cli import sdf as cli
 from rff_field.core.errors import UsageError
 from rff_field.sdf.fit import SDFNetworkConfig, SDFTrainConfig, build_sdf_network
+from rff_field.sdf.run import prepare_out_dir
 
 TINY = [
     "--hidden-features", "32", "--hidden-layers", "2", "--pe-frequencies", "6", "--rff-frequencies", "18",
@@ -66,9 +67,13 @@ def test_mesh_refuses_what_is_not_a_finished_fit_and_keeps_existing_files(tmp_pa
     (tmp_path / "config.json").write_text('{"network": {"method": "mlp-pe", "hidden_features": 8, "hidden_layers": 1}}')
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
     assert code == 2 and "non-finite values: its training diverged" in err
+    torch.save(weights, tmp_path / "model.pt")
     (tmp_path / "mesh-512.ply").write_text("mine")
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
     assert code == 2 and "already exists" in err and (tmp_path / "mesh-512.ply").read_text() == "mine"
+    (tmp_path / "notes.txt").write_text("mine")
+    prepare_out_dir(tmp_path, overwrite=True)  # the fit run again: the mesh of the earlier weights goes
+    assert not (tmp_path / "mesh-512.ply").exists() and (tmp_path / "notes.txt").read_text() == "mine"
 
 
 def test_fit_refuses_a_non_empty_out_dir(tmp_path, monkeypatch, capsys):
