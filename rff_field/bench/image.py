@@ -50,7 +50,7 @@ from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration, d
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
-from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder
+from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, write_text
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
@@ -702,8 +702,8 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
         "groups": groups,
     }
     config.out.mkdir(parents=True, exist_ok=True)
-    (config.out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (config.out / "results.md").write_text(results_markdown(summary))
+    write_text(config.out / "results.json", json.dumps(summary, indent=1) + "\n")
+    write_text(config.out / "results.md", results_markdown(summary))
     from rff_field.image.plots import plot_bench_curves, plot_crops, plot_sweep
 
     for stale in [*config.out.glob("crops_*.png"), *config.out.glob("curves_*.png"), config.out / "sweep.png"]:

@@ -34,6 +34,7 @@ from rff_field.bench.jobs import (
 from rff_field.bench.variants import Variant, note_unused_filter_keys, parse_variant, safe_label, set_options
 from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
+from rff_field.common.outputs import write_text
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.checkpoint import SDFCheckpoint
 from rff_field.sdf.data import SamplePool
@@ -267,7 +268,7 @@ def reevaluate(out: Path, output: OutputConfig, force: bool = False) -> list[dic
                     gt_samples=(gt.surface_points, gt.surface_normals),
                 )
                 record.update(metrics)
-                metrics_path.write_text(json.dumps(record, indent=2) + "\n")
+                write_text(metrics_path, json.dumps(record, indent=2) + "\n")
             if not (run_dir / "render.png").is_file():
                 from rff_field.sdf.run import render_comparison
 
@@ -329,7 +330,7 @@ def exact_floor(out: Path, name: str, pool_path: Path, output: OutputConfig) -> 
         "mesh_closed": bool(is_closed(triangles)),
         "pool": str(pool_path),
     }
-    (run_dir / "metrics.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_text(run_dir / "metrics.json", json.dumps(record, indent=2) + "\n")
     if output.render:
         render_comparison(run_dir, vertices, triangles, gt, output.view, f"{name} · exact SDF, marching cubes")
     return record
@@ -426,8 +427,9 @@ def write_report(
     """Write ``results.json``, ``results.md`` and ``figure_<shape>.png`` (with open3d) into ``out``."""
     out = Path(out)
     machine = machine_info()
-    (out / "results.json").write_text(
-        json.dumps({"protocol": protocol, "machine": machine, "runs": list(records)}, indent=2) + "\n"
+    write_text(
+        out / "results.json",
+        json.dumps({"protocol": protocol, "machine": machine, "runs": list(records)}, indent=2) + "\n",
     )
     md = [
         "# SDF regression benchmark",
@@ -457,7 +459,7 @@ def write_report(
         *claim_check(records),
         "",
     ]
-    (out / "results.md").write_text("\n".join(md))
+    write_text(out / "results.md", "\n".join(md))
     written = {"results.json": out / "results.json", "results.md": out / "results.md"}
     shapes = list(dict.fromkeys(r["mesh"] for r in records))
     figure_mesh = figure_mesh or (shapes[0] if shapes else None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import inspect
 import os
 import re
@@ -92,6 +93,13 @@ def call_main(prog: str, command: Any) -> tuple[int, Any]:
     except KeyboardInterrupt as err:  # a fit says where it stopped and how to resume it
         print(f"{prog}: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130, None
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {err.filename}" if err.filename else ""
+        print(f"{prog}: error: no space left on the device{where}; free some and run the same command again (a fit "
+              "goes on from its checkpoint)", file=sys.stderr)  # fmt: skip
+        return 1, None
     except (MemoryError, RuntimeError) as err:  # numpy's and torch's failed allocations (CPU and CUDA)
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if isinstance(err, RuntimeError) and not (type(err).__name__ == "OutOfMemoryError" or "allocate" in text):

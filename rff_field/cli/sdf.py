@@ -178,7 +178,10 @@ class Bench:
             if old.is_file():
                 import json
 
-                protocol = json.loads(old.read_text()).get("protocol", protocol)
+                try:
+                    protocol = json.loads(old.read_text()).get("protocol", protocol)
+                except (ValueError, AttributeError):  # damaged (a disk that filled while it was written): rewritten
+                    pass
             shapes = [Path(m).stem for m in protocol.get("meshes", [])]
             labels = list(protocol.get("methods", []))
 

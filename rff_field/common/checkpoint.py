@@ -7,9 +7,7 @@ restores the parts they share.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
@@ -19,6 +17,7 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from rff_field.common.outputs import written_atomically
 from rff_field.core.errors import UsageError
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -78,16 +77,14 @@ def same_settings(first: str, second: str) -> bool:
 def save_checkpoint(path: Path, checkpoint: TrainingCheckpoint, notify: Callable[[str], None]) -> bool:
     """Write ``checkpoint`` to ``path`` atomically (a run killed while writing leaves the previous one); whether it
     was written. A file that cannot be written (a full disk) gets a notice, and the fit goes on."""
-    partial = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(asdict(checkpoint), partial)
-        os.replace(partial, path)
+        with written_atomically(path) as temporary:
+            torch.save(asdict(checkpoint), temporary)
         return True
     except (OSError, RuntimeError) as error:  # torch.save reports a failed write as a RuntimeError
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
-        notify(f"could not save the checkpoint {path} ({error}); the fit goes on without it")
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        notify(f"could not save the checkpoint {path} ({reason}); the fit goes on without it")
         return False
 
 

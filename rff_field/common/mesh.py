@@ -15,6 +15,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from rff_field.common.outputs import written_atomically
 from rff_field.common.progress import counted_progress
 from rff_field.core.errors import UsageError
 
@@ -114,8 +115,9 @@ def write_mesh(mesh: o3d.geometry.TriangleMesh, path: Path, overwrite: bool = Fa
     path.parent.mkdir(parents=True, exist_ok=True)
     import open3d as o3d
 
-    if not o3d.io.write_triangle_mesh(str(path), mesh):
-        raise OSError(f"open3d could not write {path}; use a .ply, .obj, .off or .stl name")
+    with written_atomically(path) as temporary:
+        if not o3d.io.write_triangle_mesh(str(temporary), mesh):
+            raise OSError(f"open3d could not write {path}; use a .ply, .obj, .off or .stl name")
     return path
 
 
@@ -147,7 +149,7 @@ def write_ply(vertices: np.ndarray, triangles: np.ndarray, path: Path, overwrite
         f"element face {len(faces)}\nproperty list uchar int vertex_indices\nend_header\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
+    with written_atomically(path) as temporary, open(temporary, "wb") as fh:
         fh.write(header.encode("ascii"))
         fh.write(vertices.tobytes())
         fh.write(faces.tobytes())

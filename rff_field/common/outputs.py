@@ -3,13 +3,16 @@ atomically, and a run's own earlier outputs cleared (never anything else)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from rff_field.core.errors import UsageError
 
@@ -27,12 +30,44 @@ def finite(value: Any) -> Any:
     return value
 
 
+MIN_FREE_BYTES = 4 << 20
+"""Free space below which a disk counts as full: an output folder there is refused before any work."""
+
+
+@contextlib.contextmanager
+def written_atomically(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (same suffix, so writers pick the same format) that becomes ``path`` when
+    the block ends, and is removed when it fails: readers see the old file or the whole new one, and a full disk
+    leaves no half-written output to block the next run. A failed write with too little space left is raised as
+    ``OSError(ENOSPC)`` (torch and some image writers hide the errno)."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except (OSError, RuntimeError) as err:
+        if getattr(err, "errno", None) != errno.ENOSPC and shutil.disk_usage(path.parent).free < MIN_FREE_BYTES:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from err
+        raise
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def save_figure(fig: Any, path: Path, **kwargs: Any) -> None:
+    """``fig.savefig(path, **kwargs)`` atomically (:func:`written_atomically`)."""
+    with written_atomically(path) as temporary:
+        fig.savefig(temporary, **kwargs)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`written_atomically`)."""
+    with written_atomically(path) as temporary:
+        temporary.write_text(text)
+
+
 def write_json(path: Path, data: Any, indent: int = 1) -> None:
     """Write ``data`` as JSON to ``path`` atomically: readers see the old file or the whole new one."""
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps(finite(data), indent=indent) + "\n")
-    os.replace(partial, path)
+    write_text(path, json.dumps(finite(data), indent=indent) + "\n")
 
 
 def check_writable_folder(folder: Path, option: str) -> None:
@@ -58,6 +93,10 @@ def check_writable_folder(folder: Path, option: str) -> None:
             pass
     except OSError as err:
         raise UsageError(f"{option} {folder} is not writable ({err.strerror}); choose another folder") from None
+    free = shutil.disk_usage(ancestor).free
+    if free < MIN_FREE_BYTES:
+        raise UsageError(f"{option} {folder} is on a full disk ({free >> 10} KiB free); free some space or choose "
+                         "another folder")  # fmt: skip
 
 
 def check_output_path(path: Path, suffixes: tuple[str, ...], overwrite: bool, option: str = "--output-path") -> None:

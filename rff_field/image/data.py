@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from rff_field.common.outputs import written_atomically
 from rff_field.core.errors import UsageError
 
 MIN_SIDE = 3
@@ -215,4 +216,5 @@ def save_image(pixels: Float[Tensor, "H W C"] | np.ndarray, path: Path) -> None:
     array = np.clip(np.rint(np.clip(array, 0.0, 1.0) * 255.0), 0, 255).astype(np.uint8)
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[..., 0]
-    iio.imwrite(path, array)
+    with written_atomically(path) as temporary:
+        iio.imwrite(temporary, array)

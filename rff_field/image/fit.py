@@ -36,7 +36,14 @@ from rff_field.common.checkpoint import (
 from rff_field.common.cuda_graph import GraphedStep
 from rff_field.common.machine import machine_description, memory_bytes, resolve_device
 from rff_field.common.options import NoPrefix
-from rff_field.common.outputs import check_input_kept, check_output_files, clear_outputs, write_json
+from rff_field.common.outputs import (
+    check_input_kept,
+    check_output_files,
+    clear_outputs,
+    save_figure,
+    write_json,
+    written_atomically,
+)
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import psnr_progress
 from rff_field.common.stopping import FitInterrupted, fit_stops
@@ -546,12 +553,14 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     error = (result.reconstruction.clamp(0, 1) - result.target).abs().mean(dim=-1).numpy()
     plt = pyplot()
 
-    plt.imsave(out_dir / "error.png", error, cmap="inferno", vmin=0.0, vmax=error_vmax)
+    with written_atomically(out_dir / "error.png") as temporary:
+        plt.imsave(temporary, error, cmap="inferno", vmin=0.0, vmax=error_vmax)
     plot_curves(result.metrics, out_dir / "curves.png")
     if result.embedding:
         plot_embedding(result.embedding, out_dir / "embedding.png")
     if result.weights:
-        torch.save(result.weights, out_dir / WEIGHTS_FILE)
+        with written_atomically(out_dir / WEIGHTS_FILE) as temporary:
+            torch.save(result.weights, temporary)
     write_json(out_dir / "metrics.json", result.metrics)  # last: a benchmark job is finished once it exists
 
 
@@ -587,7 +596,7 @@ def plot_curves(metrics: dict, path: Path) -> None:
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -609,7 +618,7 @@ def plot_embedding(embedding: dict[str, np.ndarray], path: Path) -> None:
             if c == 0:
                 ax.set_ylabel("γ" if key == "gamma" else "f(γ)⊙γ")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -11,6 +11,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from rff_field.common.outputs import save_figure
+
 
 def pyplot():
     """matplotlib's pyplot on the file-only Agg backend (set when first needed, not on import)."""
@@ -104,7 +106,7 @@ def plot_crops(
     kind = "flat-region crops" if flat else "crops"
     fig.suptitle(f"{title}: {kind} (best / final PSNR)" if title else f"{kind} (best / final PSNR)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -147,7 +149,7 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
         ax.grid(alpha=0.3)
         legend(ax, fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -178,7 +180,7 @@ def plot_sweep(rows: list[dict], path: Path) -> None:
     images = sorted({r["image"] for r in rows})
     fig.suptitle(f"Robustness: {', '.join(images)}, {rows[0]['iters']} iterations", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

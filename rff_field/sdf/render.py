@@ -11,6 +11,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from rff_field.common.outputs import save_figure
+
 # A three-quarter view from the front-right, slightly above; the normalised shapes face +z.
 DEFAULT_VIEW = (35.0, 20.0)
 
@@ -87,6 +89,6 @@ def save_panels(
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

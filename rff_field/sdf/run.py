@@ -22,7 +22,7 @@ import torch
 from rff_field.common.checkpoint import CHECKPOINT_FILE, holds_unfinished_fit
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
-from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json
+from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json, write_text, written_atomically
 from rff_field.common.stopping import FitInterrupted
 from rff_field.common.trained import WEIGHTS_FILE, load_trained_network
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
@@ -134,7 +134,8 @@ def check_out_dir(path: Path, overwrite: bool) -> None:
     checkpoint of a fit that was killed, and what it wrote before it finished, is fine: the fit resumes from it)."""
     check_writable_folder(path, "--out")
     ours = {CHECKPOINT_FILE, *(OUTPUT_FILES if holds_unfinished_fit(path) else ())}
-    others = [entry for entry in path.iterdir() if entry.name not in ours] if path.is_dir() else []
+    # Hidden files are not a user's work here: the temporary files of a write that a kill cut short, .DS_Store.
+    others = [e for e in path.iterdir() if e.name not in ours and not e.name.startswith(".")] if path.is_dir() else []
     if others and not overwrite:
         raise UsageError(f"{path} is not empty; choose another --out or pass --overwrite")
 
@@ -278,21 +279,13 @@ def run_sdf(
             "machine": machine_info(),
             **(extra or {}),
         }
-        (out / "config.json").write_text(
-            json.dumps(
-                {"network": dataclasses.asdict(network_config), "train": dataclasses.asdict(train_config)},
-                indent=2,
-                default=str,
-            )
-            + "\n"
-        )
-        np.savez(
-            out / "history.npz",
-            loss=losses.astype(np.float32),
-            filter_lr=np.asarray(result.filter_lr, dtype=np.float32),
-        )
+        settings = {"network": dataclasses.asdict(network_config), "train": dataclasses.asdict(train_config)}
+        write_text(out / "config.json", json.dumps(settings, indent=2, default=str) + "\n")
+        with written_atomically(out / "history.npz") as temporary:
+            np.savez(temporary, loss=losses.astype(np.float32), filter_lr=np.asarray(result.filter_lr, np.float32))
         if output.save_model:
-            torch.save(network.state_dict(), out / WEIGHTS_FILE)
+            with written_atomically(out / WEIGHTS_FILE) as temporary:
+                torch.save(network.state_dict(), temporary)
         if output.render:
             cd = metrics.get("chamfer")
             quality = f"Chamfer {cd:.3g}" if cd is not None else "no surface"
