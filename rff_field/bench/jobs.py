@@ -21,6 +21,7 @@ from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 from rff_field.bench.variants import Variant
 from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration, differing_settings
+from rff_field.common.locks import release, try_lock
 from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, clear_outputs, write_json
 from rff_field.common.stopping import FitInterrupted, follow_parent_stop
 from rff_field.core.errors import UsageError
@@ -258,6 +259,52 @@ class RunReport:
     skipped: list[Job] = field(default_factory=list)
     failed: list[tuple[Job, str]] = field(default_factory=list)
     budget_reached: bool = False
+    busy: list[Job] = field(default_factory=list)
+    """Jobs that another process (the same command started twice, or another shard) was running."""
+
+
+class JobClaims:
+    """Locks on the jobs this process runs, under ``OUT/.running/``: another process running the same benchmark
+    leaves them to it instead of fitting them a second time and writing over its files."""
+
+    def __init__(self, out: Path) -> None:
+        self.folder = Path(out) / ".running"
+        self.held: dict[Path, int] = {}
+
+    def claim(self, jobs: Sequence[Job]) -> bool:
+        """Lock every job of ``jobs``; False (holding none of them) when another process holds one."""
+        taken = []
+        for job in jobs:
+            descriptor = try_lock(self.folder / (job.folder.as_posix().replace("/", "--") + ".lock"))
+            if descriptor is None:
+                for other in taken:
+                    release(self.held.pop(other.folder))
+                return False
+            self.held[job.folder] = descriptor
+            taken.append(job)
+        return True
+
+    def release(self, jobs: Sequence[Job]) -> None:
+        """Give up the locks of ``jobs``."""
+        for job in jobs:
+            if job.folder in self.held:
+                release(self.held.pop(job.folder))
+
+
+def _claim(
+    claims: JobClaims, out: Path, jobs: Sequence[Job], report: RunReport, describe: str, overwrite: bool
+) -> bool:
+    """Claim ``jobs`` to run them now; False when another process runs them, or (unless ``overwrite``) finished
+    them since this one listed them."""
+    if not claims.claim(jobs):
+        report.busy += list(jobs)
+        print(f"{describe}: running in another process; left to it", flush=True)
+        return False
+    if not overwrite and all(is_finished(out, job) for job in jobs):
+        claims.release(jobs)
+        report.skipped += list(jobs)
+        return False
+    return True
 
 
 class WorkerPool:
@@ -358,13 +405,19 @@ def run_jobs(
     def over_budget() -> bool:
         return options.budget_s is not None and time.monotonic() - start > options.budget_s
 
+    claims = JobClaims(out)
     if options.workers == 1:
         for job in pending:
             if over_budget():
                 report.budget_reached = True
                 break
+            if not _claim(claims, out, [job], report, f"job {job.index}/{total}: {job.folder}", options.overwrite):
+                continue
             print(f"job {job.index}/{total}: {job.folder}" + (f" ({job.iters} iterations)" if job.iters else ""))
-            run_one(job)
+            try:
+                run_one(job)
+            finally:
+                claims.release([job])
             report.finished.append(job)
         return report
 
@@ -375,6 +428,10 @@ def run_jobs(
             while queue or futures:
                 while queue and len(futures) < options.workers and not over_budget():
                     job = queue.pop(0)
+                    if not _claim(
+                        claims, out, [job], report, f"job {job.index}/{total}: {job.folder}", options.overwrite
+                    ):
+                        continue
                     print(f"job {job.index}/{total}: {job.folder} started", flush=True)
                     futures[pool.submit(run_one, job)] = job
                 if queue and over_budget():
@@ -385,6 +442,7 @@ def run_jobs(
                 done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
                     job = futures.pop(future)
+                    claims.release([job])
                     try:
                         future.result()
                         report.finished.append(job)
@@ -460,23 +518,32 @@ def run_batches(
         else:
             report.budget_reached = True
 
+    claims = JobClaims(out)
     if options.workers == 1:
         for batch in batches:
             if stop_at is not None and time.monotonic() > stop_at:
                 report.budget_reached = True
                 break
+            if not _claim(claims, out, batch, report, describe(batch), options.overwrite):
+                continue
             print(describe(batch), flush=True)
-            finished(batch, run_batch(batch, stop_at))
+            try:
+                finished(batch, run_batch(batch, stop_at))
+            finally:
+                claims.release(batch)
         return report
 
     with WorkerPool(options.workers) as pool:
         try:
             futures = {}
             for batch in batches:
+                if not _claim(claims, out, batch, report, describe(batch), options.overwrite):
+                    continue
                 print(describe(batch), flush=True)
                 futures[pool.submit(_run_before, stop_at, run_batch, batch)] = batch
             for future in concurrent.futures.as_completed(futures):
                 batch = futures[future]
+                claims.release(batch)
                 try:
                     finished(batch, future.result())
                 except Exception as error:  # keep the other batches going

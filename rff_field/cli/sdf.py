@@ -65,6 +65,7 @@ class Fit:
     def main(self) -> dict:
         """Run the command."""
         from rff_field.common.checkpoint import CHECKPOINT_FILE, check_resumable
+        from rff_field.common.locks import exclusive_folder
         from rff_field.common.outputs import check_input_kept
         from rff_field.sdf.checkpoint import SDFCheckpoint, sdf_settings
         from rff_field.sdf.data import MeshSDF, SamplePool, load_shape
@@ -90,9 +91,10 @@ class Fit:
             sampler = MeshSDF(mesh, self.train.coarse_scale, self.train.fine_scale, self.train.seed, self.sign_rays)
             gt = GroundTruth.from_mesh_sdf(sampler, name, self.output.eval_samples)
         settings = sdf_settings(self.network.resolved(), self.train, gt.name, sampler)
-        check_resumable(Path(self.out) / CHECKPOINT_FILE, SDFCheckpoint, settings, self.overwrite, "step")
-        out = prepare_out_dir(self.out, self.overwrite)
-        record = run_sdf(out, gt, sampler, self.network, self.train, self.output, progress=self.progress)
+        with exclusive_folder(Path(self.out), "rff-sdf fit"):
+            check_resumable(Path(self.out) / CHECKPOINT_FILE, SDFCheckpoint, settings, self.overwrite, "step")
+            out = prepare_out_dir(self.out, self.overwrite)
+            record = run_sdf(out, gt, sampler, self.network, self.train, self.output, progress=self.progress)
         cd = record["chamfer"]
         print(
             f"{name} {record['label']}: {record['iters']} steps, {record['seconds_per_iter']:.3g} s/step, "

@@ -34,6 +34,7 @@ from rff_field.common.checkpoint import (
     set_schedule,
 )
 from rff_field.common.cuda_graph import GraphedStep
+from rff_field.common.locks import exclusive_folder
 from rff_field.common.machine import machine_description, memory_bytes, resolve_device
 from rff_field.common.options import NoPrefix
 from rff_field.common.outputs import (
@@ -671,17 +672,19 @@ def run_fit(
     loaded = prepare_image(image, downsample_factor)
     for notice in loaded.notices:
         notify(notice)
-    check_resumable(checkpoint, FitCheckpoint, fit_settings(config, loaded.name, loaded.pixels.shape), overwrite)
-    result = fit_image(loaded.pixels, config, name=loaded.name, progress=progress, notify=notify, checkpoint=checkpoint)
-    result.metrics["source"] = loaded.source
-    result.metrics["downsample"] = downsample_factor if downsample_factor is not None else (4 if image is None else 1)
-    result.metrics.update(extra_metrics or {})
-    try:
-        write_fit_outputs(result, out_dir, error_vmax=config.error_vmax, overwrite=overwrite or interrupted)
-    except KeyboardInterrupt:
-        saved = [checkpoint] if checkpoint.is_file() else []
-        raise FitInterrupted("interrupted while writing the outputs", saved) from None
-    checkpoint.unlink(missing_ok=True)
+    with exclusive_folder(out_dir, "rff-image fit"):
+        check_resumable(checkpoint, FitCheckpoint, fit_settings(config, loaded.name, loaded.pixels.shape), overwrite)
+        result = fit_image(loaded.pixels, config, name=loaded.name, progress=progress, notify=notify,
+                           checkpoint=checkpoint)  # fmt: skip
+        result.metrics["source"] = loaded.source
+        result.metrics["downsample"] = downsample_factor if downsample_factor is not None else 4 if image is None else 1
+        result.metrics.update(extra_metrics or {})
+        try:
+            write_fit_outputs(result, out_dir, error_vmax=config.error_vmax, overwrite=overwrite or interrupted)
+        except KeyboardInterrupt:
+            saved = [checkpoint] if checkpoint.is_file() else []
+            raise FitInterrupted("interrupted while writing the outputs", saved) from None
+        checkpoint.unlink(missing_ok=True)
     if "diverged" in result.metrics:
         raise TrainingDiverged(f"{result.metrics['diverged']}; its outputs are in {out_dir}, marked diverged")
     return result.metrics

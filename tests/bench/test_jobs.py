@@ -11,6 +11,7 @@ import pytest
 
 from rff_field.bench.jobs import (
     Job,
+    JobClaims,
     JobOptions,
     _run_before,
     claim_benchmark_folder,
@@ -44,6 +45,42 @@ def test_finished_jobs_are_skipped_unless_overwrite(tmp_path):
     ran.clear()
     run_jobs(jobs, tmp_path, lambda job: ran.append(job.subject), JobOptions(overwrite=True))
     assert ran == ["s0", "s1", "s2"]
+
+
+@pytest.mark.parametrize("engine", ["jobs", "batches"])
+def test_jobs_another_process_runs_or_finished_are_left_to_it(tmp_path, engine, capsys):
+    jobs = make_jobs(4)
+    other = JobClaims(tmp_path)  # the same benchmark started a second time, holding job s1
+    assert other.claim([jobs[1]])
+    ran = []
+
+    def run_one(job: Job) -> None:
+        ran.append(job.subject)
+        if job.subject == "s0":  # meanwhile the other process finishes s2
+            write_result(tmp_path / jobs[2].folder, {"by": "other"})
+        write_result(tmp_path / job.folder, {})
+
+    if engine == "jobs":
+        report = run_jobs(jobs, tmp_path, run_one, JobOptions())
+    else:
+        report = run_batches(jobs, tmp_path, lambda batch, stop_at: [run_one(job) for job in batch] or True,
+                             key=lambda job: job.subject, max_size=1, options=JobOptions())  # fmt: skip
+    assert ran == ["s0", "s3"] and report.busy == [jobs[1]] and report.skipped == [jobs[2]]
+    assert "runs/s1: running in another process; left to it" in capsys.readouterr().out
+    assert json.loads((tmp_path / "runs/s2/metrics.json").read_text()) == {"by": "other"}
+    other.release([jobs[1]])
+    run_jobs(jobs, tmp_path, run_one, JobOptions())
+    assert ran == ["s0", "s3", "s1"]
+
+
+def test_a_second_fit_on_a_folder_in_use_stops_at_once(tmp_path):
+    from rff_field.common.locks import exclusive_folder
+    from rff_field.image.fit import run_fit
+
+    with exclusive_folder(tmp_path / "fit", "rff-image fit"):
+        with pytest.raises(UsageError, match="fit is in use by another rff-image fit; wait for it to finish"):
+            run_fit(None, tmp_path / "fit", progress=False)
+    assert list((tmp_path / "fit").iterdir()) == []
 
 
 def test_shards_and_single_jobs_partition_the_list():

@@ -1,0 +1,56 @@
+"""Folders held by one process at a time: a second fit on the same ``--out``, or a second benchmark process on the
+same job, finds it taken at once instead of reading the other's checkpoint and writing over its files.
+
+Locks are ``flock`` locks on a file descriptor, so the system drops them when a process ends, killed or not; where
+``fcntl`` does not exist (Windows), nothing is locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator, Optional
+
+from rff_field.core.errors import UsageError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def try_lock(path: Path) -> Optional[int]:
+    """An open descriptor of ``path`` (a folder, or a file created empty if missing) holding an exclusive lock on it,
+    or None when another process holds it. Pass the descriptor to :func:`release`."""
+    path = Path(path)
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDONLY if path.is_dir() else os.O_RDONLY | os.O_CREAT, 0o644)
+    if fcntl is not None:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            return None
+    return descriptor
+
+
+def release(descriptor: int) -> None:
+    """Give up a lock of :func:`try_lock`."""
+    os.close(descriptor)
+
+
+@contextlib.contextmanager
+def exclusive_folder(folder: Path, command: str) -> Iterator[Path]:
+    """Hold ``folder`` (created if missing) while the block runs; raise :class:`UsageError` at once when another
+    process holds it."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = try_lock(folder)
+    if descriptor is None:
+        raise UsageError(f"{folder} is in use by another {command}; wait for it to finish or choose another --out")
+    try:
+        yield folder
+    finally:
+        release(descriptor)
