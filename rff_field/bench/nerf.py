@@ -39,7 +39,14 @@ from rff_field.bench.variants import Variant, parse_variant, set_options
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import machine_description, missing_accelerator
 from rff_field.common.options import Flat, Hidden
-from rff_field.common.outputs import check_output_files, check_plain_name, check_writable_folder, write_json
+from rff_field.common.outputs import (
+    check_output_files,
+    check_plain_name,
+    check_writable_folder,
+    save_figure,
+    write_json,
+    write_text,
+)
 from rff_field.common.stopping import FitInterrupted
 from rff_field.core.errors import UsageError, check_fields
 
@@ -389,7 +396,7 @@ class NerfTiming:
             for label in labels
         }
         self.bench.out.mkdir(parents=True, exist_ok=True)
-        (self.bench.out / name).write_text(json.dumps(result, indent=1) + "\n")
+        write_text(self.bench.out / name, json.dumps(result, indent=1) + "\n")
         print(json.dumps(result, indent=1))
         return result
 
@@ -536,7 +543,7 @@ class HashGridTiming:
         ]
         lines += [f"| {r['pass']} | {r['nerfstudio_ms']:.1f} | {r['rff_field_ms']:.1f} | {r['speedup']:.2f}x |"
                   for r in rows]  # fmt: skip
-        (self.dest / "hash_grid.md").write_text("\n".join(lines) + "\n")
+        write_text(self.dest / "hash_grid.md", "\n".join(lines) + "\n")
         print("\n".join(lines))
         return result
 
@@ -614,7 +621,7 @@ class StartupTiming:
             f"| rff_field's `sys._getframe(2)` | {medians['rff_field']:.1f} |",
             f"| saved per command | {result['saved_s']:.1f} |",
         ]
-        (self.dest / "startup.md").write_text("\n".join(lines) + "\n")
+        write_text(self.dest / "startup.md", "\n".join(lines) + "\n")
         print("\n".join(lines))
         return result
 
@@ -662,8 +669,8 @@ class NerfReport:
             "eval_timing_interleaved": eval_timing,
             "how_measured": self.how,
         }
-        (self.dest / f"{self.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (self.dest / f"{self.name}.md").write_text(self.markdown(runs, timings, eval_timing))
+        write_text(self.dest / f"{self.name}.json", json.dumps(summary, indent=1) + "\n")
+        write_text(self.dest / f"{self.name}.md", self.markdown(runs, timings, eval_timing))
         self.figure(runs)
         print("wrote " + ", ".join(str(self.dest / name) for name in written))
 
@@ -756,5 +763,5 @@ class NerfReport:
                 ax.set_title(f"{view}: {title}" if col == 0 else title, fontsize=8)
                 ax.axis("off")
         fig.tight_layout()
-        fig.savefig(self.dest / self.figure_name, dpi=110)
+        save_figure(fig, self.dest / self.figure_name, dpi=110)
         plt.close(fig)

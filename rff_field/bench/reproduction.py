@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rff_field.common.datasets import DATA_ROOT
-from rff_field.common.outputs import check_output_files
+from rff_field.common.outputs import check_output_files, save_figure, write_text
 from rff_field.core.errors import UsageError, check_positive
 from rff_field.image.data import downsample, load_image
 from rff_field.image.plots import history_series, legend, plot_crops, pyplot
@@ -261,7 +261,7 @@ def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str
             legend(ax, fontsize=8)
         fig.suptitle(f"3x64 INR, {iters} iterations")
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path, dpi=120)
     plt.close(fig)
     return drawn
 
@@ -294,7 +294,7 @@ def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, legend_
     ax.grid(alpha=0.3)
     legend(ax, fontsize=legend_size)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
@@ -328,7 +328,7 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
         axes[1].set_title("filter learning rate actually set")
         legend(axes[1], fontsize=7)
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path, dpi=120)
     plt.close(fig)
     return drawn
 
@@ -379,7 +379,7 @@ def plot_budget(runs: dict, iters: int, path: Path) -> bool:
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 6), fontsize=8)
     fig.suptitle(f"The paper's budget: {iters} iterations, Kodak x4, 3x64 INR")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return True
 
@@ -519,6 +519,6 @@ def write_report(args: ReproductionReport) -> None:
     if plot_budget(runs, args.long_iters, args.dest / "budget.png"):
         figures.append("budget.png")
     lines += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
-    (args.dest / "results.json").write_text(json.dumps(report, indent=1))
-    (args.dest / "results.md").write_text("\n".join(lines))
+    write_text(args.dest / "results.json", json.dumps(report, indent=1))
+    write_text(args.dest / "results.md", "\n".join(lines))
     print(f"{len(runs)} runs -> {args.dest / 'results.md'}")

@@ -30,7 +30,7 @@ from typing import Optional
 import numpy as np
 
 from rff_field.bench.image import format_count
-from rff_field.common.outputs import check_output_files
+from rff_field.common.outputs import check_output_files, save_figure, write_text
 from rff_field.core.errors import UsageError
 from rff_field.core.step_rule import BRANCHES, filter_step_branch
 from rff_field.image.plots import pyplot
@@ -107,8 +107,8 @@ class ScaleReport:
                              "scale study's protocols first")  # fmt: skip
         self.dest.mkdir(parents=True, exist_ok=True)
         answers = self.dest / "scale_answers.md"
-        (self.dest / "scale.md").write_text(markdown(summary, answers.read_text() if answers.exists() else None))
-        (self.dest / "scale.json").write_text(json.dumps(summary, indent=1) + "\n")
+        write_text(self.dest / "scale.md", markdown(summary, answers.read_text() if answers.exists() else None))
+        write_text(self.dest / "scale.json", json.dumps(summary, indent=1) + "\n")
         plot(summary, self.dest / "scale.png")
         plot_long_variants(summary, self.dest / "scale_variants.png")
         print(f"{summary['runs_done']} runs -> {self.dest / 'scale.md'}, scale.json, scale.png")
@@ -483,7 +483,7 @@ def plot(summary: dict, path: Path) -> None:
     if summary["long"]:
         ax.legend(fontsize=7, loc="lower right")  # "best" searches every point of the 20k curves
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -516,5 +516,5 @@ def plot_long_variants(summary: dict, path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)

@@ -24,6 +24,7 @@ from rff_field.bench.image import BenchConfig, build_jobs, job_config, list_imag
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.timing import BatchTiming, ImageTiming
 from rff_field.common.datasets import DATA_ROOT
+from rff_field.common.outputs import write_text
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError, check_positive
 from rff_field.image.data import downsample, load_image
 from rff_field.image.fit import fit_image
@@ -132,7 +133,7 @@ def graph_check(config: BenchConfig, iters: int, dest: Path) -> dict:
                      "seconds_per_iter_eager": eager["seconds_per_iter"],
                      "seconds_per_iter_graph": graphed["seconds_per_iter"], "machine": eager["machine"]})  # fmt: skip
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "graph_check.json").write_text(json.dumps(rows, indent=1) + "\n")
+    write_text(dest / "graph_check.json", json.dumps(rows, indent=1) + "\n")
     lines = ["| variant | image | iterations | PSNR eager | PSNR graph | max PSNR gap (dB) | max rate gap (rel.) "
              "| s/it eager | s/it graph |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in rows:
@@ -140,7 +141,7 @@ def graph_check(config: BenchConfig, iters: int, dest: Path) -> dict:
         lines.append(f"| {r['variant']} | {r['image']} | {r['iters']} | {r['psnr_eager']:.3f} | {r['psnr_graph']:.3f} "
                      f"| {r['max_psnr_gap']:.4f} | {rate_gap} | {r['seconds_per_iter_eager']:.4f} "
                      f"| {r['seconds_per_iter_graph']:.4f} |")  # fmt: skip
-    (dest / "graph_check.md").write_text("\n".join(lines) + "\n")
+    write_text(dest / "graph_check.md", "\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
     return {"rows": rows}
 

@@ -20,7 +20,7 @@ import torch
 
 from rff_field.bench.image import BenchConfig, build_jobs, job_config
 from rff_field.common.machine import machine_description, resolve_device
-from rff_field.common.outputs import check_output_files
+from rff_field.common.outputs import check_output_files, write_text
 from rff_field.core import filter as filter_module
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import BiasFreeFilter
@@ -96,7 +96,7 @@ class ImageTiming:
         result = {"image": self.image.stem, "downsample": self.downsample, "height": height, "width": width,
                   "block": self.block, "rounds": self.rounds, "machine": machine, "rows": rows}  # fmt: skip
         self.dest.mkdir(parents=True, exist_ok=True)
-        (self.dest / "timing.json").write_text(json.dumps(result, indent=1) + "\n")
+        write_text(self.dest / "timing.json", json.dumps(result, indent=1) + "\n")
         lines = [f"# Seconds per iteration, side by side ({self.image.stem} x{self.downsample}, {width}x{height})",
                  "", f"Machine: {machine}. Each round fits every variant for {self.block} iterations in turn; median "
                  f"of {self.rounds} rounds (after one warm-up round); ratio to `{first}`.", "",
@@ -105,7 +105,7 @@ class ImageTiming:
         for r in rows:
             lines.append(f"| {r['label']} | `{r['variant']}` | {r['params']:,} | {r['seconds_per_iter']:.4f} | "
                          f"{r['min']:.4f} | {r['max']:.4f} | {r['ratio']:.2f}x |")  # fmt: skip
-        (self.dest / "timing.md").write_text("\n".join(lines) + "\n")
+        write_text(self.dest / "timing.md", "\n".join(lines) + "\n")
         print("\n".join(lines))
         return result
 
@@ -174,7 +174,7 @@ class FilterTiming:
         result = {"machine": machine, "samples": self.samples, "rounds": self.rounds, "repeats": self.repeats,
                   "rows": rows}  # fmt: skip
         self.dest.mkdir(parents=True, exist_ok=True)
-        (self.dest / "padding.json").write_text(json.dumps(result, indent=2) + "\n")
+        write_text(self.dest / "padding.json", json.dumps(result, indent=2) + "\n")
         lines = [
             "# The filter at its own width and zero-padded to a multiple of 8",
             "",
@@ -187,7 +187,7 @@ class FilterTiming:
         for r in rows:
             lines.append(f"| {r['dim']} | {r['padded_dim']} | {r['own_width_ms']:.2f} | {r['padded_ms']:.2f} | "
                          f"{r['speedup']:.2f}x |")  # fmt: skip
-        (self.dest / "padding.md").write_text("\n".join(lines) + "\n")
+        write_text(self.dest / "padding.md", "\n".join(lines) + "\n")
         print("\n".join(lines))
         return result
 
@@ -272,7 +272,7 @@ class BatchTiming:
                   "hidden_features": self.hidden_features, "block": self.block, "rounds": self.rounds,
                   "machine": machine, "rows": rows}  # fmt: skip
         self.dest.mkdir(parents=True, exist_ok=True)
-        (self.dest / "batched.json").write_text(json.dumps(result, indent=1) + "\n")
+        write_text(self.dest / "batched.json", json.dumps(result, indent=1) + "\n")
         lines = [f"# {count} fits one after another and batched ({width}x{height}, width {self.hidden_features})", "",
                  f"Machine: {machine}. Each round fits the {count} images ({', '.join(self.names)}) for {self.block} "
                  f"iterations with `fit_image`, one after another, then together with the batched fitter, its "
@@ -285,6 +285,6 @@ class BatchTiming:
             lines.append(f"| {r['label']} | {r['sequential_model_iters_per_s']:.1f} | "
                          f"{r['per-model_model_iters_per_s']:.1f} | {r['vmapped_model_iters_per_s']:.1f} | "
                          f"{r['per-model_speedup']:.2f}x | {r['vmapped_speedup']:.2f}x |")  # fmt: skip
-        (self.dest / "batched.md").write_text("\n".join(lines) + "\n")
+        write_text(self.dest / "batched.md", "\n".join(lines) + "\n")
         print("\n".join(lines))
         return result

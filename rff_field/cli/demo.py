@@ -18,7 +18,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from rff_field.cli.common import call_main, command_arguments, parse_command, quiet_broken_pipe
 from rff_field.common.machine import resolve_device
-from rff_field.common.outputs import check_writable_folder
+from rff_field.common.outputs import check_writable_folder, write_text
 from rff_field.core.errors import UsageError, check_fields
 
 MARKER = ".rff-demo"
@@ -90,7 +90,7 @@ class Demo:
                 elif path.exists():
                     path.unlink()
         out.mkdir(parents=True, exist_ok=True)
-        (out / MARKER).write_text("written by rff-demo; `rff-demo --overwrite` may replace this folder's results\n")
+        write_text(out / MARKER, "written by rff-demo; `rff-demo --overwrite` may replace this folder's results\n")
         return out
 
     def main(self) -> dict:
@@ -159,7 +159,7 @@ class Demo:
             "mesh_triangles": len(mesh.triangles) if mesh is not None else 0,
             "mesh_error": mesh_error,
         }
-        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_text(out / "summary.json", json.dumps(summary, indent=2))
         _print_summary(summary)
         return summary
 
