@@ -46,11 +46,19 @@ def written_atomically(path: Path) -> Iterator[Path]:
         yield temporary
         os.replace(temporary, path)
     except (OSError, RuntimeError) as err:
-        if getattr(err, "errno", None) != errno.ENOSPC and shutil.disk_usage(path.parent).free < MIN_FREE_BYTES:
+        if getattr(err, "errno", None) != errno.ENOSPC and free_bytes(path.parent) < MIN_FREE_BYTES:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from err
         raise
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def free_bytes(folder: Path) -> float:
+    """Free space on the disk of ``folder`` (infinite where it cannot be read, e.g. the folder is gone)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return math.inf
 
 
 def save_figure(fig: Any, path: Path, **kwargs: Any) -> None:
@@ -93,7 +101,7 @@ def check_writable_folder(folder: Path, option: str) -> None:
             pass
     except OSError as err:
         raise UsageError(f"{option} {folder} is not writable ({err.strerror}); choose another folder") from None
-    free = shutil.disk_usage(ancestor).free
+    free = free_bytes(ancestor)
     if free < MIN_FREE_BYTES:
         raise UsageError(f"{option} {folder} is on a full disk ({free >> 10} KiB free); free some space or choose "
                          "another folder")  # fmt: skip
