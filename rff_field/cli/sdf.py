@@ -230,7 +230,8 @@ class Bench:
             for mesh in self.meshes:  # a bad mesh fails before any other is sampled into --out
                 load_mesh(mesh, fill_holes=self.fill_holes, notify=lambda message: None)  # said when sampled
             check_writable_folder(out, "--out")
-            if out.is_dir() and any(path.name != "logs" for path in out.iterdir()):  # logs: the scripts' own
+            # logs/: the scripts' own; hidden entries: the job locks (.running/) and cut writes
+            if out.is_dir() and any(path.name != "logs" and path.name[:1] != "." for path in out.iterdir()):
                 if not any((out / name).exists() for name in ("runs", "pools", BENCHMARK_FILE)):
                     raise UsageError(
                         f"{out} is not empty and holds no SDF benchmark (runs/, pools/); choose another --out"
