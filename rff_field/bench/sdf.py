@@ -34,7 +34,7 @@ from rff_field.bench.jobs import (
 from rff_field.bench.variants import Variant, note_unused_filter_keys, parse_variant, safe_label, set_options
 from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
-from rff_field.common.outputs import write_text
+from rff_field.common.outputs import write_text, written_atomically
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.checkpoint import SDFCheckpoint
 from rff_field.sdf.data import SamplePool
@@ -132,9 +132,8 @@ def write_pool(
         arrays = build_pool(shape, size, name, surface_samples)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(out)
+    with written_atomically(out) as temporary:
+        np.savez(temporary, **arrays)
     return out
 
 
