@@ -210,7 +210,7 @@ def embedding_cache_fits(
     if not isinstance(model, FourierFeatureMLP):
         return False
     channels = fixed_embedding(model).get_out_dim()
-    size = copies * coords.shape[0] * channels * torch.finfo(coords.dtype).bits // 8
+    size = copies * coords.shape[0] * channels * coords.element_size()
     memory = memory_bytes(coords.device)
     if memory is None or size <= memory // 4:
         return True
