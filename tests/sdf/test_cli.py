@@ -84,6 +84,17 @@ def test_fit_refuses_a_non_empty_out_dir(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "keep.txt").read_text() == "user data"
 
 
+def test_a_second_fit_on_a_folder_in_use_stops_before_sampling(tmp_path, monkeypatch, capsys):
+    from rff_field.common.locks import exclusive_folder
+    from rff_field.sdf import run
+
+    monkeypatch.setattr(run.GroundTruth, "from_mesh_sdf", lambda *args: pytest.fail("sampled a folder in use"))
+    with exclusive_folder(tmp_path / "fit", "rff-sdf fit"):
+        code, _, err = run_cli(monkeypatch, capsys, "fit", "--out", tmp_path / "fit", "--iters", "2", *TINY)
+    assert code == 2 and "in use by another rff-sdf fit" in err
+    assert list((tmp_path / "fit").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "content, message",
     [(b"", "is empty"), (b"ply\nformat nonsense\n\x00\x01", "could not read"), (b"v 0 0 0\nv 1 0 0\n", "no triangles")],
