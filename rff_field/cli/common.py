@@ -67,12 +67,22 @@ def check_no_empty_values(argv: Sequence[str]) -> None:
             raise UsageError(f"{option} was given an empty value (an unset shell variable?); give a value")
 
 
+def check_no_dash_paths(argv: Sequence[str]) -> None:
+    """Raise :class:`UsageError` for an existing file whose name starts with ``-`` given after an option: the
+    parser would read it as an option and say only that the value is missing."""
+    for previous, arg in zip(["", *argv], argv):
+        if arg.startswith("-") and previous.startswith("--") and "=" not in previous and os.path.lexists(arg):
+            how = f"{previous}={arg} or {previous} ./{arg}"
+            raise UsageError(f"{arg} starts with '-' and reads as an option; write {how}")
+
+
 def command_arguments(prog: str, argv: Sequence[str], legacy_flags: Mapping[str, str] = {}) -> list[str]:
     """``argv`` as the command parses it: flags of earlier versions renamed, ``~`` expanded; exits with status 2
-    on an empty value."""
+    on an empty value or a path that would read as an option."""
     argv = expand_home(translate_legacy_flags(argv, legacy_flags))
     try:
         check_no_empty_values(argv)
+        check_no_dash_paths(argv)
     except UsageError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         sys.exit(USAGE_EXIT_STATUS)

@@ -10,7 +10,7 @@ import pytest
 
 from rff_field.bench.image import list_images
 from rff_field.cli import image, sdf
-from rff_field.cli.common import expand_home
+from rff_field.cli.common import check_no_dash_paths, expand_home
 from rff_field.common.outputs import check_writable_folder
 from rff_field.core.errors import UsageError
 
@@ -59,6 +59,15 @@ def test_an_empty_value_is_refused_before_any_work(entrypoint, args, tmp_path, m
     code, err = run(entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "--out was given an empty value (an unset shell variable?)" in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_named_like_an_option_gets_the_way_to_write_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    small_png(tmp_path / "-lead.png")
+    code, err = run(image.entrypoint, ["fit", "--image", "-lead.png", "--out", "o"], monkeypatch, capsys)
+    assert code == 2 and "write --image=-lead.png or --image ./-lead.png" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+    check_no_dash_paths(["--image=-lead.png", "--lr", "-1", "--out", "./-lead.png"])  # written so, or no such file
 
 
 def test_a_broken_link_as_out_is_named_before_training(tmp_path, monkeypatch, capsys):
