@@ -14,6 +14,8 @@ from nerfstudio.utils import colormaps
 from PIL import Image
 from rich.progress import track
 
+from rff_field.common.outputs import write_text
+
 
 def _output(outputs: dict, key: str) -> torch.Tensor:
     """An output of the model; nerfstudio's vanilla-nerf names its final renderings ``<key>_fine``."""
@@ -83,5 +85,5 @@ def evaluate_views(
     mean = {k: float(np.mean([v[k] for v in views])) for k in keys}
     result = {"mean": mean, "num_views": len(views), "views": views}
     if output_dir is not None:
-        (Path(output_dir) / "metrics.json").write_text(json.dumps(result, indent=2))
+        write_text(Path(output_dir) / "metrics.json", json.dumps(result, indent=2))
     return result
