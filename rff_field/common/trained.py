@@ -17,10 +17,10 @@ WEIGHTS_FILE = "model.pt"
 
 
 def load_trained_network(
-    folder: Path, settings_file: str, build: Callable[[dict], nn.Module], command: str
+    folder: Path, settings_file: str, build: Callable[[dict], nn.Module], command: str, no_weights: str
 ) -> tuple[nn.Module, dict]:
     """The network that ``build`` makes from the folder's settings (a JSON file), with the folder's weights, in eval
-    mode on the CPU, and the settings.
+    mode on the CPU, and the settings. ``no_weights`` says why a fit may have no weights and what to do.
 
     Raises:
         UsageError: If the folder is not a finished fit of ``command`` with its weights, the network cannot be
@@ -30,6 +30,8 @@ def load_trained_network(
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a folder; give the --out folder of a finished `{command}`")
     missing = [name for name in (settings_file, WEIGHTS_FILE) if not (folder / name).is_file()]
+    if missing == [WEIGHTS_FILE]:
+        raise UsageError(f"{folder} holds a fit without its weights ({WEIGHTS_FILE}): {no_weights}")
     if missing:
         raise UsageError(f"{folder} has no {' or '.join(missing)}: not a finished fit with its weights; give the "
                          f"--out folder of a finished `{command}` (or a benchmark's run folder)")  # fmt: skip

@@ -26,7 +26,9 @@ def load_fitted_network(folder: Path, device: str = "cpu") -> tuple[nn.Module, d
         side = max(metrics["height"], metrics["width"])  # the WIRE PE's bands follow the fitted image's size
         return build_network(NetworkConfig(**metrics["config"]["network"]), 2, metrics["channels"], side)
 
-    network, metrics = load_trained_network(folder, "metrics.json", build, "rff-image fit")
+    no_weights = ("fits made before rff-field kept their weights have none; run the same fit again with --overwrite "
+                  "(a benchmark's job: delete its metrics.json and run the same bench again)")  # fmt: skip
+    network, metrics = load_trained_network(folder, "metrics.json", build, "rff-image fit", no_weights)
     return network.to(device), metrics
 
 

@@ -125,6 +125,7 @@ def load_fitted_network(folder: Path, device: str = "cpu") -> torch.nn.Module:
         "config.json",
         lambda settings: build_sdf_network(SDFNetworkConfig(**settings["network"])),
         "rff-sdf fit",
+        "it was fit with --no-save-model; fit it again without that option (and with --overwrite)",
     )
     return network.to(device)
 

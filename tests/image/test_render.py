@@ -53,6 +53,10 @@ def test_render_writes_a_finer_png_and_refuses_what_is_not_a_finished_fit(tmp_pa
     assert code == 2 and "--scale must be positive" in err
     code, err = run_cli(monkeypatch, capsys, "render", "--fit", tmp_path)
     assert code == 2 and "has no metrics.json or model.pt: not a finished fit" in err and err.count("\n") == 1
+    (tmp_path / "fit" / "model.pt").rename(tmp_path / "model.pt")  # as an earlier version's fit
+    code, err = run_cli(monkeypatch, capsys, "render", "--fit", tmp_path / "fit", "--scale", "3")
+    assert code == 2 and "fits made before rff-field kept their weights have none; run the same fit again" in err
+    (tmp_path / "model.pt").rename(tmp_path / "fit" / "model.pt")
     code, err = run_cli(monkeypatch, capsys, "render", "--fit", tmp_path / "fit" / "metrics.json")
     assert code == 2 and "metrics.json is not a folder; give the --out folder of a finished `rff-image fit`" in err
     new_folder = tmp_path / "renders" / "x1" / "r.png"

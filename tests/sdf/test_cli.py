@@ -67,6 +67,9 @@ def test_mesh_refuses_what_is_not_a_finished_fit_and_keeps_existing_files(tmp_pa
     (tmp_path / "config.json").write_text('{"network": {"method": "mlp-pe", "hidden_features": 8, "hidden_layers": 1}}')
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
     assert code == 2 and "non-finite values: its training diverged" in err
+    (tmp_path / "model.pt").unlink()
+    code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
+    assert code == 2 and "holds a fit without its weights (model.pt): it was fit with --no-save-model" in err
     torch.save(weights, tmp_path / "model.pt")
     (tmp_path / "mesh-512.ply").write_text("mine")
     code, _, err = run_cli(monkeypatch, capsys, "mesh", "--fit", tmp_path, "--no-progress")
