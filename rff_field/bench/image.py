@@ -535,7 +535,7 @@ def job_batch_key(config: BenchConfig, job: Job) -> str:
     resume = 0
     if not config.jobs.overwrite:
         resume = checkpoint_iteration(
-            checkpoint_path(config, job), FitCheckpoint, fit_settings(fit, image.name, image.pixels.shape)
+            checkpoint_path(config, job), FitCheckpoint, fit_settings(fit, image.name, image.pixels)
         )
     return f"{batch_key(fit, image.pixels.shape)} from {resume}"
 

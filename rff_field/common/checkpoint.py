@@ -7,11 +7,13 @@ restores the parts they share.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
@@ -46,6 +48,17 @@ class TrainingCheckpoint:
 
 
 Checkpoint = TypeVar("Checkpoint", bound=TrainingCheckpoint)
+
+
+def content_digest(*arrays: Any) -> str:
+    """A short hash of the values of numpy arrays or tensors: a checkpoint resumes only on the same input data, not
+    on another file of the same name and size."""
+    digest = hashlib.sha256()
+    for array in arrays:
+        values = array.detach().cpu().numpy() if isinstance(array, Tensor) else np.asarray(array)
+        digest.update(str((values.dtype, values.shape)).encode())
+        digest.update(np.ascontiguousarray(values).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def settings_key(*parts: Any) -> str:

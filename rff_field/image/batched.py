@@ -226,7 +226,7 @@ def fit_images(
     ]  # fmt: skip
     diverged: list[Optional[TrainingDiverged]] = [None] * count
 
-    settings = [fit_settings(job.config, job.name, job.pixels.shape) for job in jobs]
+    settings = [fit_settings(job.config, job.name, job.pixels) for job in jobs]
     saved = [
         load_checkpoint(path, FitCheckpoint, job_settings, notify) for path, job_settings in zip(checkpoints, settings)
     ]

@@ -8,13 +8,20 @@ on with the same steps it would have taken had it not stopped (on one machine, t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from rff_field.common.checkpoint import TrainingCheckpoint, adam_state, model_state, restore_model, settings_key
+from rff_field.common.checkpoint import (
+    TrainingCheckpoint,
+    adam_state,
+    content_digest,
+    model_state,
+    restore_model,
+    settings_key,
+)
 from rff_field.core.divergence import LastFiniteState
 
 if TYPE_CHECKING:
@@ -40,9 +47,10 @@ class FitCheckpoint(TrainingCheckpoint):
     resumed: list[int] = field(default_factory=list)
 
 
-def fit_settings(config: "FitConfig", name: str, shape: Sequence[int]) -> str:
-    """What a checkpoint must have been written with to be resumed: the fit's settings, the image's name and shape."""
-    return settings_key(asdict(config), name, list(shape))
+def fit_settings(config: "FitConfig", name: str, pixels: Tensor) -> str:
+    """What a checkpoint must have been written with to be resumed: the fit's settings, the image's name, shape and
+    content."""
+    return settings_key(asdict(config), name, list(pixels.shape), {"image content": content_digest(pixels)})
 
 
 def model_checkpoint(

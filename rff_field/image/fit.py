@@ -328,7 +328,7 @@ def fit_image(
         lambda: train_step(None if full_batch else batch_index), enabled=graphed and device.type == "cuda"
     )
 
-    settings = fit_settings(config, name, pixels.shape)
+    settings = fit_settings(config, name, pixels)
     saved = load_checkpoint(checkpoint, FitCheckpoint, settings, notify)
     first_iteration, seconds_before, resumed = 0, 0.0, []
     if saved is not None:
@@ -673,7 +673,7 @@ def run_fit(
     for notice in loaded.notices:
         notify(notice)
     with exclusive_folder(out_dir, "rff-image fit"):
-        check_resumable(checkpoint, FitCheckpoint, fit_settings(config, loaded.name, loaded.pixels.shape), overwrite)
+        check_resumable(checkpoint, FitCheckpoint, fit_settings(config, loaded.name, loaded.pixels), overwrite)
         result = fit_image(loaded.pixels, config, name=loaded.name, progress=progress, notify=notify,
                            checkpoint=checkpoint)  # fmt: skip
         result.metrics["source"] = loaded.source

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from rff_field.common.checkpoint import TrainingCheckpoint, settings_key
+from rff_field.common.checkpoint import TrainingCheckpoint, content_digest, settings_key
 from rff_field.sdf.data import SamplePool
 
 if TYPE_CHECKING:
@@ -38,7 +38,10 @@ class SDFCheckpoint(TrainingCheckpoint):
 
 
 def sdf_settings(network: "SDFNetworkConfig", train: "SDFTrainConfig", shape: str, sampler: "Sampler") -> str:
-    """What a checkpoint must have been written with to be resumed: the network, the training, the shape's name and
-    where its samples come from (fresh, or a pool of a given size)."""
-    source = f"pool of {len(sampler)}" if isinstance(sampler, SamplePool) else "fresh"
-    return settings_key(asdict(network), asdict(train), shape, source)
+    """What a checkpoint must have been written with to be resumed: the network, the training, the shape's name,
+    where its samples come from (fresh, or a pool of a given size) and the mesh's or the pool's content."""
+    if isinstance(sampler, SamplePool):
+        source, content = f"pool of {len(sampler)}", content_digest(sampler.surface_points, *sampler.coarse)
+    else:
+        source, content = "fresh", content_digest(sampler.vertices, sampler.triangles)
+    return settings_key(asdict(network), asdict(train), shape, source, {"shape content": content})

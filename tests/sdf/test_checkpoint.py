@@ -17,8 +17,9 @@ import torch
 
 from rff_field.bench import sdf as sdf_bench
 from rff_field.cli import sdf as cli
-from rff_field.common.checkpoint import CHECKPOINT_FILE, checkpoint_iteration
+from rff_field.common.checkpoint import CHECKPOINT_FILE, check_resumable, checkpoint_iteration
 from rff_field.common.stopping import FitInterrupted
+from rff_field.core.errors import UsageError
 from rff_field.core.optim import LineSearchConfig
 from rff_field.sdf import fit as sdf_fit
 from rff_field.sdf import run as sdf_run
@@ -91,6 +92,16 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, pool_arrays):
                        settings=settings, notify=notices.append)  # fmt: skip
     assert result.iters == 16 and result.resumed_at == []
     assert notices == [f"{path} was written by a fit with other settings; this fit starts from the first step"]
+
+
+def test_a_checkpoint_of_another_pool_of_the_same_name_and_size_is_refused(tmp_path, pool_arrays):
+    path = tmp_path / CHECKPOINT_FILE
+    fit("mlp-pe", SDFTrainConfig(**TRAIN), SamplePool(pool_arrays, seed=0), checkpoint=path, stop_at=0.0)
+    moved = dict(pool_arrays, coarse_points=pool_arrays["coarse_points"] + 0.01)
+    settings = sdf_settings(SDFNetworkConfig(method="mlp-pe", **NETWORK), SDFTrainConfig(**TRAIN), "generated",
+                            SamplePool(moved, seed=0))  # fmt: skip
+    with pytest.raises(UsageError, match=r"other settings \(shape content: \w+ there, \w+ now\)"):
+        check_resumable(path, SDFCheckpoint, settings, overwrite=False, unit="step")
 
 
 def test_rff_sdf_fit_resumes_a_killed_run_and_removes_its_checkpoint(tmp_path, capsys):
