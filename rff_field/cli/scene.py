@@ -19,6 +19,7 @@ import tyro
 from rff_field.cli.common import run_command
 from rff_field.common.options import Flat
 from rff_field.common.outputs import check_writable_folder
+from rff_field.common.stopping import sigterm_as_interrupt
 from rff_field.core.errors import UsageError
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
 
@@ -30,16 +31,20 @@ def _generate(out: Path, spec: Any, minimums: dict[str, int], write: Callable[..
     for name, minimum in minimums.items():
         if getattr(spec, name) < minimum:
             raise UsageError(f"--{name.replace('_', '-')} must be at least {minimum}, got {getattr(spec, name)}")
-    was_empty = not out.exists() or not any(out.iterdir())
+    existed = out.exists()
+    was_empty = not existed or not any(out.iterdir())
     try:
-        write(out, spec, progress=True)
-    except BaseException:  # Ctrl-C or an error: no half-written scene stays to be refused by the next run
+        with sigterm_as_interrupt():
+            write(out, spec, progress=True)
+    except BaseException:  # Ctrl-C, kill or an error: no half-written scene stays to be refused by the next run
         if was_empty and out.is_dir():
             for path in out.iterdir():
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
                 else:
                     path.unlink()
+            if not existed:
+                out.rmdir()
         raise
     print(f"wrote {out}; train on it with: ns-train {method} --data {shlex.quote(str(out))} --machine.device-type cpu")
     return out

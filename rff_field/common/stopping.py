@@ -122,3 +122,17 @@ def fit_stops(
     finally:
         for signum, earlier in previous.items():
             signal.signal(signum, earlier if earlier is not None else at_once[signum])
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM (``kill``, a batch scheduler's stop) raises :class:`KeyboardInterrupt` as Ctrl-C
+    does, so that the work's own clean-up runs (in the main thread only; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

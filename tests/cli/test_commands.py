@@ -3,6 +3,7 @@
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -254,6 +255,19 @@ def test_a_scene_that_fails_while_writing_leaves_no_files_behind(tmp_path, monke
     err = capsys.readouterr().err
     assert err.startswith("rff-scene: error: out of memory (Unable to allocate 671. GiB") and err.count("\n") == 1
     assert out.is_dir() and not any(out.iterdir())
+
+
+def test_a_scene_stopped_by_kill_leaves_no_files_behind(tmp_path, monkeypatch, capsys):
+    def write_then_get_killed(out, spec, progress):
+        (out / "images").mkdir(parents=True)
+        (out / "images" / "frame_00001.png").write_bytes(b"partial")
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(scene, "write_nerfstudio_capture", write_then_get_killed)
+    assert run(scene.entrypoint, ["capture", "--out", str(tmp_path / "cap")], monkeypatch) == 130
+    assert capsys.readouterr().err == "rff-scene: interrupted\n"
+    assert not (tmp_path / "cap").exists()  # made by the command, so removed with what it held
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
 def test_only_failed_allocations_become_one_line_errors(capsys):
