@@ -6,6 +6,7 @@ Everything is written under one output folder; nothing is downloaded.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Literal
 
 import tyro
 from nerfstudio.utils.rich_utils import CONSOLE
+from rich.markup import escape
 
 from rff_field.cli.common import call_main, command_arguments, parse_command, quiet_broken_pipe
 from rff_field.common.machine import resolve_device
@@ -140,10 +142,9 @@ class Demo:
             mesh_path = write_mesh(mesh, out / "mesh.ply")
         except EmptyMeshError as err:
             mesh_error = str(err)
-            CONSOLE.print(f"[bold yellow]No mesh:[/bold yellow] {err}", soft_wrap=True)
-            CONSOLE.print(
-                f"Retry with: rff-export-mesh --load-config {config_path} --threshold <value>", soft_wrap=True
-            )
+            CONSOLE.print(f"[bold yellow]No mesh:[/bold yellow] {escape(str(err))}", soft_wrap=True)
+            retry = f"rff-export-mesh --load-config {shlex.quote(str(config_path))} --threshold <value>"
+            CONSOLE.print(f"Retry with: {retry}", soft_wrap=True, markup=False)
 
         summary = {
             "method": "rff-nerf-lite" + ("" if self.use_filter else " (filter off: MLP+PE)"),
@@ -216,7 +217,8 @@ def _print_summary(summary: dict) -> None:
     table.add_row("Run config", summary["config"])
     table.add_row("Scene", summary["scene"])
     CONSOLE.print(table)
-    CONSOLE.print(f"Open it in the viewer:  ns-viewer --load-config {summary['config']}")
+    viewer = f"ns-viewer --load-config {shlex.quote(str(summary['config']))}"
+    CONSOLE.print(f"Open it in the viewer:  {viewer}", soft_wrap=True, markup=False)
 
 
 def run(args: Demo) -> int:

@@ -113,6 +113,12 @@ def density_mesh(
             f"the density is {lo:.3g} everywhere in the box: the field is empty there (undertrained, or the box "
             "misses the scene); train longer, or give --bbox-min/--bbox-max around the object"
         )
+    if len(triangles) == 0 and hi < 2 * lo:  # a threshold inside so flat a range would mesh noise
+        raise EmptyMeshError(
+            f"the density never crosses --threshold {threshold:g} in the box and hardly varies there (it spans "
+            f"{lo:.3g} to {hi:.3g}): the field has no surface yet (undertrained, or the box misses the scene); "
+            "train longer, or give --bbox-min/--bbox-max around the object"
+        )
     if len(triangles) == 0:
         raise EmptyMeshError(
             f"the density never crosses --threshold {threshold:g} in the box (it spans {lo:.3g} to {hi:.3g}); "

@@ -25,7 +25,7 @@ def _tiny(output_dir, **overrides) -> Demo:
 
 
 def test_demo_end_to_end(tmp_path, capsys):
-    out = tmp_path / "demo"
+    out = tmp_path / "my demo"
     assert run(_tiny(out)) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
@@ -40,7 +40,7 @@ def test_demo_end_to_end(tmp_path, capsys):
     mesh = o3d.io.read_triangle_mesh(summary["mesh"])
     assert len(mesh.triangles) > 0 and mesh.has_vertex_colors()
     assert (out / "scene" / "transforms_test.json").exists() and (out / MARKER).exists()
-    assert "ns-viewer --load-config" in printed
+    assert f"ns-viewer --load-config '{summary['config']}'" in printed  # quoted to be pasted into a shell
 
     # a second run needs --overwrite
     assert run(_tiny(out, steps=1)) == 2

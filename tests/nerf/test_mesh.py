@@ -45,6 +45,9 @@ def test_sphere_mesh(backend, monkeypatch):
 def test_empty_level_set_is_reported():
     with pytest.raises(EmptyMeshError, match="never crosses --threshold 1000"):
         density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=16, threshold=1000.0)
+    flat = 0.4 + 0.1 * torch.rand(8, 8, 8)  # an untrained field's density
+    with pytest.raises(EmptyMeshError, match=r"hardly varies there \(it spans 0.4\d* to 0.\d+\): the field has no"):
+        density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=8, threshold=10.0, density_grid=flat)
     empty = torch.zeros(8, 8, 8)
     with pytest.raises(EmptyMeshError, match="the density is 0 everywhere in the box: the field is empty there"):
         density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=8, threshold=10.0, density_grid=empty)
