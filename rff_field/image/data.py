@@ -117,8 +117,10 @@ def load_image(path: Optional[Path] = None) -> LoadedImage:
 
         try:
             array = np.asarray(iio.imread(path))
-        except Exception as error:  # imageio raises many types for undecodable files
+        except Exception as error:  # imageio raises many types for undecodable files, worded for developers
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            if not _has_image_signature(path):
+                reason = "its contents are not an image of any known format"
             raise UsageError(f"cannot read {path} as an image ({reason}); give a PNG or JPEG file") from None
     if array.ndim == 4:  # frames of an animation (GIF, APNG, multi-page TIFF)
         if array.shape[0] != 1:
@@ -152,6 +154,19 @@ def _read_as_rgb_if_other_colour_space(path: Path, notices: list[str]) -> Option
             return np.asarray(image.convert("RGB"))
     except (UnidentifiedImageError, OSError):
         return None
+
+
+def _has_image_signature(path: Path) -> bool:
+    """Whether Pillow recognises the file's format from its first bytes."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path):
+            return True
+    except UnidentifiedImageError:
+        return False
+    except OSError:
+        return True
 
 
 def _read_with_opencv(path: Path) -> Optional[np.ndarray]:
