@@ -121,8 +121,9 @@ class FitConfig:
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work (before any data is loaded)."""
         self.network.check()
-        check_fields(self, positive_int=("iters", "batch_size", "log_every"), non_negative_int=("dump_embedding",),
-                     positive=("lr", "lr_decay", "error_vmax"), non_negative=("filter_lr",))  # fmt: skip
+        check_fields(self, positive_int=("iters", "batch_size", "log_every"),
+                     non_negative_int=("dump_embedding", "seed"), positive=("lr", "lr_decay", "error_vmax"),
+                     non_negative=("filter_lr",))  # fmt: skip
         self.line_search.check()
         if self.precision not in PRECISIONS:
             raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")

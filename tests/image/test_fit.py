@@ -299,6 +299,8 @@ def test_tf32_restores_the_switches_and_bad_precision_is_refused():
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
     with pytest.raises(UsageError, match="precision"):
         fit_image(smooth_image(8), small("mlp-pe", iters=2, precision="fp16"), progress=False)
+    with pytest.raises(UsageError, match="--seed must be zero or positive, got -1"):  # as rff-sdf's
+        fit_image(smooth_image(8), small("mlp-pe", iters=2, seed=-1), progress=False)
 
 
 @pytest.mark.parametrize(
