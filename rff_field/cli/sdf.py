@@ -95,7 +95,10 @@ class Fit:
             settings = sdf_settings(self.network.resolved(), self.train, gt.name, sampler)
             check_resumable(Path(self.out) / CHECKPOINT_FILE, SDFCheckpoint, settings, self.overwrite, "step")
             out = prepare_out_dir(self.out, self.overwrite)
-            record = run_sdf(out, gt, sampler, self.network, self.train, self.output, progress=self.progress)
+            given = self.mesh if self.mesh is not None else self.pool
+            source = str(Path(given).absolute()) if given is not None else "generated bumpy sphere"
+            record = run_sdf(out, gt, sampler, self.network, self.train, self.output, progress=self.progress,
+                             extra={"source": source})  # fmt: skip
         cd = record["chamfer"]
         print(
             f"{name} {record['label']}: {record['iters']} steps, {record['seconds_per_iter']:.3g} s/step, "

@@ -26,7 +26,7 @@ class LoadedImage:
     Args:
         pixels: The pixel values.
         name: A short name (the file's stem).
-        source: Where it came from (a path, or a description of the bundled image).
+        source: Where it came from (an absolute path, or a description of the bundled image).
         notices: Things the user should know about the conversion (e.g. a dropped alpha channel).
     """
 
@@ -127,7 +127,7 @@ def load_image(path: Optional[Path] = None) -> LoadedImage:
             raise UsageError(f"{path} holds {array.shape[0]} frames; give a still image (PNG or JPEG)")
         array = array[0]
     pixels, more = to_unit_float(array, path.name)
-    return LoadedImage(torch.from_numpy(pixels), path.stem, str(path), notices + more)
+    return LoadedImage(torch.from_numpy(pixels), path.stem, str(path.absolute()), notices + more)
 
 
 def _png_header(path: Path) -> Optional[tuple[int, int]]:

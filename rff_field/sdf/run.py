@@ -277,6 +277,7 @@ def run_sdf(
             "train_seconds": result.seconds,
             "device": str(train_config.device),
             "sampling": "pool" if isinstance(sampler, SamplePool) else "fresh",
+            "seed": train_config.seed,
             "machine": machine_info(),
             **(extra or {}),
         }

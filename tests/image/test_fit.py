@@ -257,6 +257,7 @@ def test_cli_fit_runs_and_refuses_to_overwrite(monkeypatch, capsys, tmp_path):
     assert "alpha" in captured.out and "PSNR" in captured.out
     stored = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert stored["config"]["network"]["filter_bias"] and not stored["line_search"] and stored["channels"] == 3
+    assert stored["source"] == str(tmp_path / "rgba.png") and stored["seed"] == 0
     assert run_cli(monkeypatch, *args) == 2
     assert "--overwrite" in capsys.readouterr().err
 

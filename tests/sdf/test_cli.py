@@ -43,6 +43,7 @@ def test_fit_writes_mesh_metrics_and_rendering(tmp_path):
         assert key in metrics, key
     assert metrics["method"] == "filtered-pe" and metrics["mesh"] == "generated" and metrics["iters"] == 60
     assert metrics["sampling"] == "fresh" and metrics["distance"] == "exact"
+    assert metrics["seed"] == 0 and metrics["source"] == "generated bumpy sphere"
     assert record["chamfer"] == metrics["chamfer"]
     history = np.load(out / "history.npz")
     assert len(history["loss"]) == 60 and len(history["filter_lr"]) == 60
@@ -209,7 +210,7 @@ def test_pool_then_fit_from_the_pool(tmp_path):
     out = tmp_path / "fit"
     cli.main(["fit", "--pool", str(pool), "--out", str(out), "--method", "siren", "--iters", "5", *TINY])
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["sampling"] == "pool" and metrics["mesh"] == "generated"
+    assert metrics["sampling"] == "pool" and metrics["mesh"] == "generated" and metrics["source"] == str(pool)
 
 
 def test_help_documents_every_option(capsys):
