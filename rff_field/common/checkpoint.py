@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from rff_field.common.outputs import written_atomically
+from rff_field.common.outputs import write_torch
 from rff_field.core.errors import UsageError
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -92,8 +92,7 @@ def save_checkpoint(path: Path, checkpoint: TrainingCheckpoint, notify: Callable
     was written. A file that cannot be written (a full disk) gets a notice, and the fit goes on."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with written_atomically(path) as temporary:
-            torch.save(asdict(checkpoint), temporary)
+        write_torch(path, asdict(checkpoint))
         return True
     except (OSError, RuntimeError) as error:  # torch.save reports a failed write as a RuntimeError
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)

@@ -73,6 +73,15 @@ def write_text(path: Path, text: str) -> None:
         temporary.write_text(text)
 
 
+def write_torch(path: Path, data: Any) -> None:
+    """``torch.save`` ``data`` to ``path`` atomically, through a file object: the archive inside is then named the
+    same on every run (after a path, torch names it after the temporary file), so equal data give equal files."""
+    import torch
+
+    with written_atomically(path) as temporary, open(temporary, "wb") as file:
+        torch.save(data, file)
+
+
 def write_json(path: Path, data: Any, indent: int = 1) -> None:
     """Write ``data`` as JSON to ``path`` atomically: readers see the old file or the whole new one."""
     write_text(path, json.dumps(finite(data), indent=indent) + "\n")

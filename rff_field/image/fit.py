@@ -43,6 +43,7 @@ from rff_field.common.outputs import (
     clear_outputs,
     save_figure,
     write_json,
+    write_torch,
     written_atomically,
 )
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
@@ -561,8 +562,7 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     if result.embedding:
         plot_embedding(result.embedding, out_dir / "embedding.png")
     if result.weights:
-        with written_atomically(out_dir / WEIGHTS_FILE) as temporary:
-            torch.save(result.weights, temporary)
+        write_torch(out_dir / WEIGHTS_FILE, result.weights)
     write_json(out_dir / "metrics.json", result.metrics)  # last: a benchmark job is finished once it exists
 
 

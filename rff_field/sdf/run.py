@@ -22,7 +22,14 @@ import torch
 from rff_field.common.checkpoint import CHECKPOINT_FILE, holds_unfinished_fit
 from rff_field.common.machine import machine_info
 from rff_field.common.mesh import write_ply
-from rff_field.common.outputs import check_writable_folder, clear_outputs, write_json, write_text, written_atomically
+from rff_field.common.outputs import (
+    check_writable_folder,
+    clear_outputs,
+    write_json,
+    write_text,
+    write_torch,
+    written_atomically,
+)
 from rff_field.common.stopping import FitInterrupted
 from rff_field.common.trained import WEIGHTS_FILE, load_trained_network
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
@@ -286,8 +293,7 @@ def run_sdf(
         with written_atomically(out / "history.npz") as temporary:
             np.savez(temporary, loss=losses.astype(np.float32), filter_lr=np.asarray(result.filter_lr, np.float32))
         if output.save_model:
-            with written_atomically(out / WEIGHTS_FILE) as temporary:
-                torch.save(network.state_dict(), temporary)
+            write_torch(out / WEIGHTS_FILE, network.state_dict())
         if output.render:
             cd = metrics.get("chamfer")
             quality = f"Chamfer {cd:.3g}" if cd is not None else "no surface"

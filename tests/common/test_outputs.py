@@ -8,7 +8,7 @@ import torch
 
 from rff_field.cli.common import call_main
 from rff_field.common import outputs
-from rff_field.common.outputs import check_writable_folder, write_text, written_atomically
+from rff_field.common.outputs import check_writable_folder, write_text, write_torch, written_atomically
 from rff_field.core.errors import UsageError
 
 
@@ -21,6 +21,15 @@ def test_a_failed_write_leaves_the_old_file_and_no_partial_one(tmp_path):
     assert target.read_text() == "old" and [path.name for path in tmp_path.iterdir()] == ["results.md"]
     write_text(target, "new")
     assert target.read_text() == "new" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_equal_tensors_give_equal_files_whatever_the_process(tmp_path, monkeypatch):
+    weights = {"layer.weight": torch.arange(6.0).reshape(2, 3)}
+    write_torch(tmp_path / "a.pt", weights)
+    monkeypatch.setattr(outputs.os, "getpid", lambda: 12345)  # another process's temporary file name
+    write_torch(tmp_path / "b.pt", weights)
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
+    assert torch.equal(torch.load(tmp_path / "b.pt", weights_only=True)["layer.weight"], weights["layer.weight"])
 
 
 def test_a_write_failing_on_a_full_disk_is_reported_as_no_space(tmp_path, monkeypatch):
