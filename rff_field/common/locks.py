@@ -44,8 +44,10 @@ def release(descriptor: int) -> None:
 @contextlib.contextmanager
 def exclusive_folder(folder: Path, command: str) -> Iterator[Path]:
     """Hold ``folder`` (created if missing) while the block runs; raise :class:`UsageError` at once when another
-    process holds it."""
+    process holds it. A folder created here and still empty at the end (the work stopped before writing) is
+    removed."""
     folder = Path(folder)
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     descriptor = try_lock(folder)
     if descriptor is None:
@@ -53,4 +55,6 @@ def exclusive_folder(folder: Path, command: str) -> Iterator[Path]:
     try:
         yield folder
     finally:
+        if created and not any(folder.iterdir()):
+            folder.rmdir()
         release(descriptor)

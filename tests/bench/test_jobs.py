@@ -80,7 +80,8 @@ def test_a_second_fit_on_a_folder_in_use_stops_at_once(tmp_path):
     with exclusive_folder(tmp_path / "fit", "rff-image fit"):
         with pytest.raises(UsageError, match="fit is in use by another rff-image fit; wait for it to finish"):
             run_fit(None, tmp_path / "fit", progress=False)
-    assert list((tmp_path / "fit").iterdir()) == []
+        assert list((tmp_path / "fit").iterdir()) == []
+    assert not (tmp_path / "fit").exists()  # made by the holder, which wrote nothing
 
 
 def test_shards_and_single_jobs_partition_the_list():

@@ -235,6 +235,20 @@ def test_ctrl_c_stops_a_batch_with_a_checkpoint_of_each_fit(tmp_path, monkeypatc
         assert_same_fit(resumed, uninterrupted)
 
 
+def test_ctrl_c_before_training_leaves_no_empty_out_folder(tmp_path, monkeypatch):
+    path = tmp_path / "small.png"
+    iio.imwrite(path, (image(0).numpy() * 255).astype(np.uint8))
+    press_ctrl_c_on_call(monkeypatch, image_fit, "build_network", at=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_fit(path, tmp_path / "fit", CASES["mlp-rff"], 1, progress=False)
+    assert not (tmp_path / "fit").exists()
+    (tmp_path / "mine").mkdir()
+    press_ctrl_c_on_call(monkeypatch, image_fit, "build_network", at=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_fit(path, tmp_path / "mine", CASES["mlp-rff"], 1, progress=False)
+    assert (tmp_path / "mine").is_dir()  # the user's own folder stays
+
+
 def test_sigterm_stops_a_fit_as_ctrl_c_does(tmp_path, monkeypatch):
     fit, path = CASES["mlp-rff"], tmp_path / CHECKPOINT_FILE
     press_ctrl_c_on_call(monkeypatch, PixelPredictor, "__call__", at=7, signum=signal.SIGTERM)

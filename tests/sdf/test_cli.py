@@ -95,8 +95,8 @@ def test_a_second_fit_on_a_folder_in_use_stops_before_sampling(tmp_path, monkeyp
     monkeypatch.setattr(run.GroundTruth, "from_mesh_sdf", lambda *args: pytest.fail("sampled a folder in use"))
     with exclusive_folder(tmp_path / "fit", "rff-sdf fit"):
         code, _, err = run_cli(monkeypatch, capsys, "fit", "--out", tmp_path / "fit", "--iters", "2", *TINY)
+        assert list((tmp_path / "fit").iterdir()) == []
     assert code == 2 and "in use by another rff-sdf fit" in err
-    assert list((tmp_path / "fit").iterdir()) == []
 
 
 @pytest.mark.parametrize(
