@@ -2,7 +2,9 @@
 
 A protocol file holds named tables (``[cpu]``, ``[paper]``, a study's parts...); ``FILE:NAME`` selects one. Its
 keys are the config's fields, nested tables its nested configs (``[cpu.fit.network]``), and a table may start
-from another with ``base = "NAME"``. Command-line options given after ``--protocol`` override the table.
+from another with ``base = "NAME"``. Command-line options given after ``--protocol`` override the table. The
+project's own files (``benchmarks/image/protocols.toml``, ``benchmarks/reproduction/protocols.toml``) ship in the
+package and are found under those names from any folder.
 """
 
 from __future__ import annotations
@@ -21,11 +23,19 @@ except ImportError:  # Python 3.10
 
 T = TypeVar("T")
 
+BUNDLED_PROTOCOLS = {
+    f"benchmarks/{name}/protocols.toml": Path(__file__).parent / "protocol_tables" / f"{name}.toml"
+    for name in ("image", "reproduction")
+}
+"""The project's protocol files, shipped with the package: their documented paths work from any folder."""
+
 
 def read_protocol(spec: str) -> tuple[dict, str]:
     """The table ``NAME`` of ``FILE:NAME`` (with its ``base`` tables merged in), and its name."""
     path_text, _, name = spec.rpartition(":") if ":" in spec else (spec, "", "")
     path = Path(path_text)
+    if not path.is_file() and path.as_posix() in BUNDLED_PROTOCOLS:  # outside a checkout, or an installed package
+        path = BUNDLED_PROTOCOLS[path.as_posix()]
     if not path.is_file():
         what = f"{path} is a folder" if path.is_dir() else f"no file {path}"
         raise UsageError(f"--protocol {spec}: {what}; give FILE:NAME, e.g. benchmarks/image/protocols.toml:cpu")

@@ -31,7 +31,7 @@ from rff_field.image.fit import fit_image
 
 TABLE_VARIANTS = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "gauss", "wire", "filtered-pe-fixed-lr")
 """The rows of the paper's Table 1 (and the line-search ablation), in the order the script runs them."""
-PAPER_PROTOCOL = f"{Path(__file__).resolve().parents[2] / 'benchmarks/image/protocols.toml'}:paper"
+PAPER_PROTOCOL = "benchmarks/image/protocols.toml:paper"
 """The repository's paper protocol, wherever the command runs from."""
 
 

@@ -97,6 +97,19 @@ def test_image_and_filter_timing_write_tables(tmp_path):
     assert "| 7 |" in (tmp_path / "f" / "padding.md").read_text()
 
 
+def test_the_shipped_protocols_are_found_from_any_folder_and_every_table_builds(tmp_path, monkeypatch):
+    from rff_field.bench.image import BenchConfig
+    from rff_field.bench.protocols import BUNDLED_PROTOCOLS, build_config, read_protocol, tomllib
+
+    monkeypatch.chdir(tmp_path)  # outside the checkout, as with an installed package
+    for documented, shipped in BUNDLED_PROTOCOLS.items():
+        assert (Path(__file__).parents[2] / documented).resolve() == shipped.resolve()  # the checkout links to it
+        for name, table in tomllib.loads(shipped.read_text()).items():
+            if isinstance(table, dict):
+                values, _ = read_protocol(f"{documented}:{name}")
+                assert isinstance(build_config(BenchConfig, values, where=f"{name}."), BenchConfig)
+
+
 def test_protocol_tables_start_the_image_benchmark(tmp_path, monkeypatch, capsys):
     protocol = tmp_path / "p.toml"
     protocol.write_text('[base]\ndownsample = 2\n[tiny]\nbase = "base"\nvariants = ["mlp-pe"]\nsweep_names = []\n'
