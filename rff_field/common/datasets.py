@@ -1,6 +1,6 @@
 """Where the benchmarks find their datasets (Kodak, the NeRF synthetic scenes, meshes) by default: the folder named
-by the environment variable ``RFF_DATA``, else ``../shared/data`` beside the checkout. Every benchmark also takes
-the folder as an option."""
+by the environment variable ``RFF_DATA``, else ``../shared/data`` from the current folder (beside the checkout when
+run from its root). Every benchmark also takes the folder as an option."""
 
 from __future__ import annotations
 
