@@ -171,14 +171,37 @@ def _check_frames(meta: dict, transforms: Path, intrinsics: tuple[str, ...] = ()
             )
 
 
-def _check_images(data: Path, names: list[str], transforms: Path) -> None:
-    """Raise :class:`UsageError` naming the first of the images ``names`` (relative to ``data``) that is missing."""
+def _check_images(
+    data: Path, names: list[str], transforms: Path, what: str = "image", remedy: Optional[str] = None
+) -> None:
+    """Raise :class:`UsageError` naming the first of the images ``names`` (relative to ``data``) that is missing or
+    unreadable, or that differs in size from the first (nerfstudio's data manager stacks images of one size).
+    ``what`` names the files in the message, ``remedy`` replaces the advice for missing ones."""
+    from PIL import Image, UnidentifiedImageError
+
     missing = [name for name in names if not (data / name).exists()]
     if missing:
+        remedy = remedy or f"restore them or remove their frames from {transforms.name}"
         raise UsageError(
-            f"{len(missing)} image(s) listed in {transforms.name} are missing under {data}, e.g. {missing[0]}; "
-            f"restore them or remove their frames from {transforms.name}"
+            f"{len(missing)} {what}(s) listed in {transforms.name} are missing under {data}, e.g. {missing[0]}; "
+            f"{remedy}"
         )
+    sizes = {}
+    for name in names:
+        try:
+            with Image.open(data / name) as opened:  # reads the header only
+                sizes[name] = opened.size
+        except (UnidentifiedImageError, OSError) as err:
+            reason = "not an image file" if isinstance(err, UnidentifiedImageError) else type(err).__name__
+            raise UsageError(
+                f"{data / name}, listed in {transforms.name}, cannot be read ({reason}); replace it or remove its frame"
+            ) from None
+        first, (width, height) = names[0], sizes[name]
+        if sizes[name] != sizes[first]:
+            raise UsageError(
+                f"{data / name} is {width}x{height} but {first} is {sizes[first][0]}x{sizes[first][1]}: the "
+                f"{what}s of a dataset must have one size; resize them to one or remove the odd frames"
+            )
 
 
 def _train_command(method: Optional[str], dataparser: str, data: Path) -> str:
@@ -221,10 +244,16 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optio
     return first
 
 
-def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None, method: Optional[str] = None) -> Path:
+def check_nerfstudio_dataset(
+    data: Path,
+    downscale_factor: Optional[int] = None,
+    method: Optional[str] = None,
+    train_split_fraction: Optional[float] = None,
+) -> Path:
     """Raise :class:`UsageError` unless ``data`` is a nerfstudio dataset (a folder with transforms.json, or it) with
-    at least 2 frames whose images exist (in ``images_<downscale_factor>/`` for a factor above 1, as nerfstudio reads
-    them; ``method``: the method being trained, for the hint on the subcommand of another layout)."""
+    at least 2 frames whose images and masks exist, can be read and have one size (in ``images_<downscale_factor>/``
+    for a factor above 1, as nerfstudio reads them; ``method``: the method being trained, for the hint on the
+    subcommand of another layout), and, given the parser's ``train_split_fraction``, a view left to evaluate."""
     data = Path(data)
     if not data.exists():
         raise UsageError(f"dataset {data} does not exist; pass --data to a folder holding transforms.json")
@@ -239,12 +268,32 @@ def check_nerfstudio_dataset(data: Path, downscale_factor: Optional[int] = None,
     # one frame would fail in nerfstudio's parser with a division by zero
     meta = _check_transforms(transforms, "nerfstudio-data (it splits them into training and evaluation views)", 2)
     _check_frames(meta, transforms, ("fl_x", "fl_y", "cx", "cy", "w", "h"))
-    paths = [Path(str(frame["file_path"])) for frame in meta["frames"]]
-    if downscale_factor is not None and downscale_factor > 1:
-        names = [f"images_{downscale_factor}/{path.name}" for path in paths]
-    else:
-        names = [str(path) for path in paths]
-    _check_images(transforms.parent, names, transforms)
+    scaled = downscale_factor is not None and downscale_factor > 1
+
+    def located(key: str, prefix: str) -> list[str]:  # where nerfstudio reads each frame's file
+        paths = [Path(str(frame[key])) for frame in meta["frames"] if isinstance(frame, dict) and key in frame]
+        return [f"{prefix}_{downscale_factor}/{path.name}" if scaled else str(path) for path in paths]
+
+    names = located("file_path", "images")
+    remedy = (
+        f"--downscale-factor {downscale_factor} reads images_{downscale_factor}/: make it (ns-process-data writes "
+        "images_2, images_4, images_8) or leave out --downscale-factor"
+        if scaled
+        else None
+    )
+    _check_images(transforms.parent, names, transforms, remedy=remedy)
+    masks = located("mask_path", "masks")
+    if masks:
+        _check_images(transforms.parent, masks, transforms, "mask",
+                      remedy or f"restore them or remove mask_path from their frames in {transforms.name}")  # fmt: skip
+    if train_split_fraction is not None:
+        frames = len(meta["frames"])
+        if frames - math.ceil(frames * train_split_fraction) < 1:
+            raise UsageError(
+                f"{transforms} lists {frames} frames, and --train-split-fraction {train_split_fraction:g} puts all "
+                f"of them in training: no view is left to evaluate; give more frames or a lower fraction "
+                f"({_train_command(method, 'nerfstudio-data --train-split-fraction 0.5', data)})"
+            )
     return transforms.parent / names[0]
 
 
@@ -259,7 +308,8 @@ def check_dataset(
     if isinstance(dataparser, BlenderDataParserConfig):
         return check_blender_dataset(Path(data), test_mode, method)
     if isinstance(dataparser, NerfstudioDataParserConfig):
-        return check_nerfstudio_dataset(Path(data), dataparser.downscale_factor, method)
+        fraction = dataparser.train_split_fraction if dataparser.eval_mode == "fraction" else None
+        return check_nerfstudio_dataset(Path(data), dataparser.downscale_factor, method, fraction)
     if not Path(data).exists():
         raise UsageError(f"dataset {data} does not exist; pass --data to an existing dataset")
     return None

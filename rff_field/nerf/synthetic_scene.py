@@ -344,7 +344,7 @@ class CaptureSpec:
 
     Args:
         image_size: Width and height of every image (pixels).
-        num_views: Photos (nerfstudio's parser holds out every tenth or so for evaluation).
+        num_views: Photos (nerfstudio's parser holds out one in ten for evaluation: ``ns-train`` needs 10).
         distance_min: Nearest camera distance from the origin.
         distance_max: Farthest camera distance.
         seed: Seed of the camera positions.

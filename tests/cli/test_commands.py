@@ -178,7 +178,7 @@ def test_scene_writes_datasets_nerfstudio_reads(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["capture", "--num-views", "1"], "--num-views must be at least 2, got 1"),
+        (["capture", "--num-views", "9"], "--num-views must be at least 10, got 9"),
         (["capture", "--distance-min", "5"], "need 0 < --distance-min <= --distance-max, both finite, got 5.0 and 4.5"),
         (["capture", "--distance-max", "inf"], "both finite, got 2.5 and inf"),
         (["capture", "--seed", "-1"], "--seed must be at least 0, got -1"),

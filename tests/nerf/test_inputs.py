@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import imageio.v3 as iio
+import numpy as np
 import pytest
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
@@ -38,7 +40,7 @@ def scene(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory):
-    spec = CaptureSpec(image_size=8, num_views=3, supersample=1)
+    spec = CaptureSpec(image_size=8, num_views=10, supersample=1)  # nerfstudio-data evaluates one in ten
     return write_nerfstudio_capture(tmp_path_factory.mktemp("inputs") / "capture", spec)
 
 
@@ -179,7 +181,8 @@ def test_nerfstudio_capture_with_missing_images(capture, tmp_path):
     with pytest.raises(UsageError, match="e.g. images/frame_00002.png"):
         check_dataset(NerfstudioDataParserConfig(data=data / "transforms.json"))  # relative to the json's folder
     # with --downscale-factor 2 nerfstudio reads images_2/<name>
-    with pytest.raises(UsageError, match=r"3 image\(s\) .* e.g. images_2/frame_00001.png"):
+    message = r"10 image\(s\) .* e.g. images_2/frame_00001.png; --downscale-factor 2 reads images_2/: make it"
+    with pytest.raises(UsageError, match=message):
         check_dataset(NerfstudioDataParserConfig(data=data, downscale_factor=2))
     shutil.copytree(capture / "images", data / "images_2")
     check_dataset(NerfstudioDataParserConfig(data=data, downscale_factor=2))
@@ -195,8 +198,35 @@ def test_nerfstudio_capture_needs_two_frames(count, listed, capture, tmp_path):
         f"{data / 'transforms.json'} lists {listed}; nerfstudio-data (it splits them into training and evaluation "
         "views) needs at least 2 image(s)"
     )
-    _keep_frames(_copy(capture, tmp_path / "two"), 2)
-    check_dataset(NerfstudioDataParserConfig(data=tmp_path / "two" / "copy"))
+    two = _copy(capture, tmp_path / "two")
+    _keep_frames(two, 2)
+    with pytest.raises(UsageError, match="lists 2 frames, and --train-split-fraction 0.9 puts all of them in train"):
+        check_dataset(NerfstudioDataParserConfig(data=two))  # nerfstudio's split would leave none to evaluate
+    check_dataset(NerfstudioDataParserConfig(data=two, train_split_fraction=0.5))
+    check_dataset(NerfstudioDataParserConfig(data=two, eval_mode="all"))
+
+
+def test_nerfstudio_capture_images_must_be_readable_and_of_one_size(capture, tmp_path):
+    data = _copy(capture, tmp_path)
+    (data / "images" / "frame_00004.png").write_text("not an image")
+    with pytest.raises(UsageError, match=r"frame_00004.png, listed in transforms.json, cannot be read \(not an imag"):
+        check_dataset(NerfstudioDataParserConfig(data=data))
+    iio.imwrite(data / "images" / "frame_00004.png", np.zeros((12, 10, 3), np.uint8))
+    with pytest.raises(UsageError, match=r"frame_00004.png is 10x12 but images/frame_00001.png is 8x8: the images"):
+        check_dataset(NerfstudioDataParserConfig(data=data))
+
+
+def test_nerfstudio_capture_masks_must_exist(capture, tmp_path):
+    data = _copy(capture, tmp_path)
+    (data / "masks").mkdir()
+    for index in range(1, 10):  # the tenth is missing
+        iio.imwrite(data / "masks" / f"frame_{index:05d}.png", np.full((8, 8), 255, np.uint8))
+    _edit_frames(data / "transforms.json", lambda meta: [frame.update(mask_path=frame["file_path"].replace(
+        "images/", "masks/")) for frame in meta["frames"]])  # fmt: skip
+    with pytest.raises(UsageError, match=r"1 mask\(s\) .* e.g. masks/frame_00010.png; restore them or remove mask"):
+        check_dataset(NerfstudioDataParserConfig(data=data))
+    iio.imwrite(data / "masks" / "frame_00010.png", np.full((8, 8), 255, np.uint8))
+    check_dataset(NerfstudioDataParserConfig(data=data))
 
 
 def test_nerfstudio_capture_needs_poses_and_intrinsics(capture, tmp_path):
