@@ -83,8 +83,7 @@ def test_trains_on_the_unbounded_capture_with_the_line_search(trained):
     watcher: RuleWatcher = trained["watcher"]
     assert set(model.get_param_groups()) == GROUPS
     assert len(model.line_search.history) == STEPS == len(watcher.observed)
-    np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
-    np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
+    watcher.assert_rule_applied()
     (checkpoint,) = (trained["config_path"].parent / "nerfstudio_models").glob("step-*.ckpt")
     state = torch.load(checkpoint, map_location="cpu")  # weights_only, as ns-eval and ns-viewer load it
     assert set(state["optimizers"]) == GROUPS and set(state["schedulers"]) == GROUPS - {FILTER_GROUP}
@@ -310,8 +309,7 @@ def test_line_search_under_mixed_precision_and_a_grad_scaler(capture, tmp_path, 
         reset_nerfstudio_logging()
     assert trainer.grad_scaler.get_scale() >= 2.0**9  # the gradients were scaled (by 1024, or 512 after an overflow)
     assert len(watcher.inputs) == 4
-    np.testing.assert_allclose(watcher.recorded, watcher.inputs, rtol=1e-4, atol=1e-12)
-    np.testing.assert_allclose(watcher.observed, watcher.expected, rtol=1e-4, atol=1e-12)
+    watcher.assert_rule_applied()
     assert float(model.filter_lr) == pytest.approx(model.line_search.history[-1], rel=1e-6)
     assert model.line_search.compiled == fused
 
