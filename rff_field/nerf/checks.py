@@ -274,18 +274,16 @@ def check_nerfstudio_dataset(
         paths = [Path(str(frame[key])) for frame in meta["frames"] if isinstance(frame, dict) and key in frame]
         return [f"{prefix}_{downscale_factor}/{path.name}" if scaled else str(path) for path in paths]
 
+    def scaled_remedy(prefix: str) -> str:
+        return (f"--downscale-factor {downscale_factor} reads {prefix}_{downscale_factor}/: make it (ns-process-data "
+                f"writes {prefix}_2, _4 and _8) or leave out --downscale-factor")  # fmt: skip
+
     names = located("file_path", "images")
-    remedy = (
-        f"--downscale-factor {downscale_factor} reads images_{downscale_factor}/: make it (ns-process-data writes "
-        "images_2, images_4, images_8) or leave out --downscale-factor"
-        if scaled
-        else None
-    )
-    _check_images(transforms.parent, names, transforms, remedy=remedy)
+    _check_images(transforms.parent, names, transforms, remedy=scaled_remedy("images") if scaled else None)
     masks = located("mask_path", "masks")
     if masks:
-        _check_images(transforms.parent, masks, transforms, "mask",
-                      remedy or f"restore them or remove mask_path from their frames in {transforms.name}")  # fmt: skip
+        remedy = scaled_remedy("masks") if scaled else "restore them or remove mask_path from their frames"
+        _check_images(transforms.parent, masks, transforms, "mask", remedy)
     if train_split_fraction is not None:
         frames = len(meta["frames"])
         if frames - math.ceil(frames * train_split_fraction) < 1:
