@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,16 @@ class RFFPipeline(VanillaPipeline):
         """Load a checkpoint, refusing one with non-finite values (a diverged training's)."""
         exit_on_usage_error(lambda: check_finite_checkpoint(loaded_state, step))
         super().load_pipeline(loaded_state, step)
+
+    def get_average_image_metrics(self, *args: Any, **kwargs: Any) -> Dict[str, float]:
+        """nerfstudio's averages over the evaluation views, without the standard deviations that one view leaves
+        undefined (NaN, which ``ns-eval`` would write into its JSON)."""
+        return without_undefined_std(super().get_average_image_metrics(*args, **kwargs))
+
+
+def without_undefined_std(metrics: Dict[str, float]) -> Dict[str, float]:
+    """``metrics`` less its ``*_std`` entries that are NaN (the spread of a single view)."""
+    return {key: value for key, value in metrics.items() if not (key.endswith("_std") and math.isnan(value))}
 
 
 def check_finite_checkpoint(state: Dict[str, Any], step: int) -> None:

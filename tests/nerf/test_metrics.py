@@ -76,3 +76,31 @@ def test_lpips_used_when_available(monkeypatch):
 def test_lpips_can_be_switched_off(lpips_offline):
     metrics, _ = _model(compute_lpips=False).get_image_metrics_and_images(*_outputs_and_batch())
     assert "lpips" not in metrics and lpips_offline == []
+
+
+def test_evaluation_of_one_view_leaves_out_undefined_spread(monkeypatch):
+    from nerfstudio.pipelines.base_pipeline import VanillaPipeline
+
+    from rff_field.nerf.pipeline import RFFPipeline
+
+    def one_view(self, data_loader, image_prefix, step=None, output_path=None, get_std=False):
+        values = {"psnr": torch.tensor([21.5]), "ssim": torch.tensor([0.75])}
+        metrics = {}
+        for key, value in values.items():
+            std, mean = torch.std_mean(value)  # one view: std is NaN, as in nerfstudio's averaging
+            metrics[key] = float(mean)
+            if get_std:
+                metrics[f"{key}_std"] = float(std)
+        return metrics
+
+    monkeypatch.setattr(VanillaPipeline, "get_average_image_metrics", one_view)
+    pipeline = RFFPipeline.__new__(RFFPipeline)
+    assert pipeline.get_average_image_metrics(None, "eval", get_std=True) == {"psnr": 21.5, "ssim": 0.75}
+    assert pipeline.get_average_image_metrics(None, "eval") == {"psnr": 21.5, "ssim": 0.75}
+
+
+def test_spread_of_several_views_is_kept():
+    from rff_field.nerf.pipeline import without_undefined_std
+
+    metrics = {"psnr": 21.5, "psnr_std": 0.5, "ssim": 0.75, "ssim_std": float("nan"), "fps": float("nan")}
+    assert without_undefined_std(metrics) == {"psnr": 21.5, "psnr_std": 0.5, "ssim": 0.75, "fps": metrics["fps"]}
