@@ -13,6 +13,8 @@ from torch import Tensor
 from rff_field.common.lpips import load_lpips
 
 _lpips_model: Optional[torch.nn.Module] = None
+LPIPS_MIN_SIDE = 31
+"""The smallest side AlexNet's five stages accept (its pooling leaves nothing of a smaller image)."""
 
 
 def psnr_from_mse(mse: Union[float, Tensor]) -> Union[float, Tensor]:
@@ -46,9 +48,16 @@ def lpips(
 ) -> Optional[float]:
     """LPIPS (AlexNet) between two images in [0, 1]; None when the weights are unavailable.
 
-    Grayscale images are repeated to three channels.
+    Grayscale images are repeated to three channels. None, with a notice, for an image smaller than
+    :data:`LPIPS_MIN_SIDE` on a side.
     """
     global _lpips_model
+    if min(prediction.shape[:2]) < LPIPS_MIN_SIDE:
+        height, width = prediction.shape[:2]
+        if notify is not None:
+            notify(f"LPIPS skipped: the image is {width}x{height}, and AlexNet needs at least "
+                   f"{LPIPS_MIN_SIDE}x{LPIPS_MIN_SIDE} pixels; PSNR and SSIM are still computed")  # fmt: skip
+        return None
     if _lpips_model is None:
         _lpips_model = load_lpips(notify or (lambda message: None))
     if _lpips_model is None:

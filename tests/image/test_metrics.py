@@ -50,5 +50,27 @@ def test_lpips_runs_with_a_model_and_repeats_grayscale(monkeypatch):
             return (a - b).abs().mean()
 
     monkeypatch.setattr(metrics, "_lpips_model", Fake())
-    value = lpips(torch.zeros(8, 8, 1), torch.ones(8, 8, 1))
-    assert value == pytest.approx(1.0) and seen[0] == (1, 3, 8, 8)
+    value = lpips(torch.zeros(32, 32, 1), torch.ones(32, 32, 1))
+    assert value == pytest.approx(1.0) and seen[0] == (1, 3, 32, 32)
+
+
+def test_lpips_left_out_with_a_notice_below_alexnets_smallest_side(monkeypatch):
+    from torchmetrics.functional.image.lpips import Alexnet
+
+    alexnet = Alexnet(pretrained=False)  # LPIPS's feature network, random weights: sizes are what matter
+    side = metrics.LPIPS_MIN_SIDE
+    alexnet(torch.rand(1, 3, side, side + 9))
+    with pytest.raises(RuntimeError):
+        alexnet(torch.rand(1, 3, side - 1, side + 9))
+
+    class Fake(torch.nn.Module):
+        def forward(self, a, b):
+            return alexnet(a)[0].mean() * 0
+
+    monkeypatch.setattr(metrics, "_lpips_model", Fake())
+    notices = []
+    assert lpips(torch.rand(side, side, 3), torch.rand(side, side, 3), notices.append) == 0 and not notices
+    small = torch.rand(side - 1, 64, 3)
+    result = image_metrics(small, small, with_lpips=True, notify=notices.append)
+    assert result["lpips"] is None and result["ssim"] == pytest.approx(1.0)
+    assert len(notices) == 1 and f"64x{side - 1}" in notices[0] and "\n" not in notices[0]
