@@ -131,14 +131,9 @@ def merge_overlapping_parts(
     return o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(vertices), o3d.utility.Vector3iVector(triangles))
 
 
-def _obj_has_polygons(path: Path) -> bool:
-    """Whether an OBJ file has a face of more than three corners (open3d's reader skips those faces)."""
-    with open(path, errors="replace") as fh:
-        return any(len(line.split()) > 4 for line in fh if line.startswith("f "))
-
-
-def _read_obj_triangulated(path: Path) -> "o3d.geometry.TriangleMesh":
-    """An OBJ file's faces split into triangles (by trimesh, which nerfstudio depends on)."""
+def _read_obj(path: Path) -> "o3d.geometry.TriangleMesh":
+    """An OBJ file with its faces split into triangles and its coordinates in float64, by trimesh (which nerfstudio
+    depends on): open3d's reader skips faces of more than three corners and keeps about 7 digits."""
     import open3d as o3d
     import trimesh
 
@@ -207,8 +202,8 @@ def load_mesh(
     if path.suffix.lower() not in MESH_SUFFIXES:
         raise UsageError(f"{path} has suffix {path.suffix!r}; use a mesh in one of {', '.join(MESH_SUFFIXES)}")
     try:
-        if path.suffix.lower() == ".obj" and _obj_has_polygons(path):
-            mesh = _read_obj_triangulated(path)
+        if path.suffix.lower() == ".obj":
+            mesh = _read_obj(path)
         else:
             with _quiet_open3d():
                 mesh = o3d.io.read_triangle_mesh(str(path))

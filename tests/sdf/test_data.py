@@ -93,6 +93,17 @@ def test_obj_with_polygon_faces_is_split_into_triangles(tmp_path, faces):
     assert len(mesh.triangles) == 12 and is_closed(np.asarray(mesh.triangles))
 
 
+def test_obj_coordinates_are_read_to_the_last_digit(tmp_path):
+    sphere = o3d.geometry.TriangleMesh.create_sphere(1e-4, 10)
+    vertices = np.asarray(sphere.vertices) + 1e3  # a small part far from the origin: 7 digits would merge vertices
+    lines = [f"v {x!r} {y!r} {z!r}" for x, y, z in vertices.tolist()]
+    lines += [f"f {a + 1} {b + 1} {c + 1}" for a, b, c in np.asarray(sphere.triangles).tolist()]
+    (tmp_path / "far.obj").write_text("\n".join(lines) + "\n")
+    mesh = load_mesh(tmp_path / "far.obj")
+    assert len(mesh.vertices) == len(vertices)
+    assert np.abs(np.sort(np.asarray(mesh.vertices), axis=0) - np.sort(vertices, axis=0)).max() == 0
+
+
 def _box(size: float, corner=(0.0, 0.0, 0.0), inward: bool = False):
     box = o3d.geometry.TriangleMesh.create_box(size, size, size).translate(corner)
     if inward:  # a cavity: its triangles face into the box
