@@ -51,6 +51,7 @@ from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.machine import resolve_device
 from rff_field.common.options import Flat
 from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, write_text
+from rff_field.common.progress import print_note
 from rff_field.core.errors import TrainingDiverged, check_fields
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.batched import ImageJob, batch_key, fit_images
@@ -104,10 +105,10 @@ SAPE presets are left out so that job numbers of grids started before SAPE exist
 def parse_variant(text: str) -> Variant:
     """Parse ``[LABEL:]METHOD[,key=value...]`` or a preset name (see :data:`PRESETS`)."""
     if text.strip() in RENAMED_PRESETS:
-        _notice(f"preset {text.strip()} is now {RENAMED_PRESETS[text.strip()]}")
+        print_note(f"preset {text.strip()} is now {RENAMED_PRESETS[text.strip()]}")
         text = RENAMED_PRESETS[text.strip()]
     variant = parse_variant_text(text, PRESETS, methods=IMAGE_METHODS)
-    note_unused_filter_keys(variant, _notice)
+    note_unused_filter_keys(variant, print_note)
     return variant
 
 
@@ -116,12 +117,8 @@ def apply_overrides(base: FitConfig, overrides: dict[str, str]) -> FitConfig:
     config = copy.deepcopy(base)
     if "match_by" in overrides:
         match_field(overrides["match_by"])  # fails now, before any training, on an unknown value
-    set_options([config], overrides, skip=("match_params", "match_by"), notify=_notice)
+    set_options([config], overrides, skip=("match_params", "match_by"), notify=print_note)
     return config
-
-
-def _notice(message: str) -> None:
-    print(f"note: {message}")
 
 
 def parameter_count(config: NetworkConfig, channels: int, sidelength: int) -> int:
@@ -310,13 +307,16 @@ def build_jobs(config: BenchConfig) -> list[Job]:
     return jobs
 
 
-def check_images(config: BenchConfig, jobs: list[Job]) -> None:
+def check_images(config: BenchConfig, jobs: list[Job], notify: Optional[Callable[[str], None]] = None) -> None:
     """Read every image of ``jobs`` once and build each job's network for it, so that a corrupt image, or one too
-    small for a job's embedding, fails before anything is written or trained."""
-    sizes = {
-        path: downsample(load_image(path).pixels, config.downsample).shape
-        for path in dict.fromkeys(j.source for j in jobs)
-    }
+    small for a job's embedding, fails before anything is written or trained; pass on each image's notices (an
+    alpha channel dropped, ...) once."""
+    sizes = {}
+    for path in dict.fromkeys(j.source for j in jobs):
+        image = load_image(path)
+        for notice in image.notices:
+            (notify or print_note)(notice)
+        sizes[path] = downsample(image.pixels, config.downsample).shape
     for job in jobs:
         height, width, channels = sizes[job.source]
         try:
@@ -469,9 +469,14 @@ def run_job(config: BenchConfig, job: Job, notify: Optional[Callable[[str], None
     height, width, channels = pixels.shape
     fit = job_config(config, job, channels, max(height, width))
     extra = {"label": job.variant.label, "variant": job.variant.spec, "group": job.group}
+
+    def notify_new(message: str) -> None:  # check_images passed on the image's own notices
+        if message not in image.notices:
+            (notify or print_note)(message)
+
     try:
         return run_fit(job.source, config.out / job.folder, fit, config.downsample, overwrite=True,
-                       progress=config.progress, notify=notify, extra_metrics=extra)  # fmt: skip
+                       progress=config.progress, notify=notify_new, extra_metrics=extra)  # fmt: skip
     except TrainingDiverged as err:  # its outputs are written and marked: the benchmark goes on
         (notify or print)(f"{job.folder}: {err}")
         return json.loads((config.out / job.folder / "metrics.json").read_text())
@@ -597,7 +602,7 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
         check_summarized_protocol(config, jobs)
         return summarize(config, jobs)
     todo = selected(jobs, config.jobs)
-    check_images(config, todo)
+    check_images(config, todo, notify)
     _check_out(config, jobs)
     for job in todo:
         place_checkpoint(config, job)

@@ -35,6 +35,7 @@ from rff_field.bench.variants import Variant, note_unused_filter_keys, parse_var
 from rff_field.common.checkpoint import CHECKPOINT_FILE
 from rff_field.common.machine import machine_info
 from rff_field.common.outputs import write_text, written_atomically
+from rff_field.common.progress import print_note
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.checkpoint import SDFCheckpoint
 from rff_field.sdf.data import SamplePool
@@ -70,14 +71,14 @@ class MethodSpec:
 
     def configs(self, network: SDFNetworkConfig, train: SDFTrainConfig) -> tuple[SDFNetworkConfig, SDFTrainConfig]:
         network, train = copy.deepcopy(network), copy.deepcopy(train)
-        set_options([network, train], self.variant.overrides, notify=lambda message: print(f"note: {message}"))
+        set_options([network, train], self.variant.overrides, notify=print_note)
         return network, train
 
 
 def parse_method(spec: str) -> MethodSpec:
     """Parse ``[LABEL:]METHOD[,key=value...]``; keys are network or training options; checked now."""
     method = MethodSpec(parse_variant(spec, methods=SDF_METHODS))
-    note_unused_filter_keys(method.variant, lambda message: print(f"note: {message}"))
+    note_unused_filter_keys(method.variant, print_note)
     network, train = method.configs(SDFNetworkConfig(), SDFTrainConfig())
     network.check()
     train.check()

@@ -1,4 +1,4 @@
-"""Progress bars for long work: rich's bar on a terminal, and a line now and then in a log file."""
+"""Progress bars for long work: rich's bar on a terminal, and a line now and then in a log file; one-line notices."""
 
 from __future__ import annotations
 
@@ -51,6 +51,11 @@ class LoggedProgress(Progress):
         if now - self._logged_at >= self.log_interval_s:
             self._logged_at = now
             self.console.print(self.get_renderable())
+
+
+def print_note(message: str) -> None:
+    """Print a one-line notice, ``note: <message>`` (where the fits and benchmarks send them by default)."""
+    print(f"note: {message}")
 
 
 def counted_progress() -> LoggedProgress:

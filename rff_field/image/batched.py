@@ -43,7 +43,7 @@ from torch.func import functional_call, vmap
 from rff_field.common.checkpoint import load_checkpoint, save_checkpoint, set_schedule
 from rff_field.common.machine import resolve_device
 from rff_field.common.precision import at_least_float32, autocast, precision_scope
-from rff_field.common.progress import psnr_progress
+from rff_field.common.progress import print_note, psnr_progress
 from rff_field.common.stopping import fit_stops
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError
@@ -143,7 +143,7 @@ def fit_images(
         UsageError: For no jobs, jobs that cannot share a batch, or a method that cannot be batched (SAPE).
         ValueError: For checkpoints that would resume the jobs at different iterations.
     """
-    notify = notify or (lambda message: print(f"note: {message}"))
+    notify = notify or print_note
     if not jobs:
         raise UsageError("fit_images needs at least one job")
     for job in jobs:

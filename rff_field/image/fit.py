@@ -47,7 +47,7 @@ from rff_field.common.outputs import (
     written_atomically,
 )
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
-from rff_field.common.progress import psnr_progress
+from rff_field.common.progress import print_note, psnr_progress
 from rff_field.common.stopping import FitInterrupted, fit_stops
 from rff_field.common.trained import WEIGHTS_FILE
 from rff_field.core.divergence import LastFiniteState, divergence_hints
@@ -265,7 +265,7 @@ def fit_image(
         checkpoint: A file to resume from (when it holds a checkpoint of this fit: same settings, same image) and
             to save to when the fit stops at ``stop_at``, and every ``CHECKPOINT_EVERY_S`` seconds.
     """
-    notify = notify or (lambda message: print(f"note: {message}"))
+    notify = notify or print_note
     config.check()
     check_pixels(pixels)
     device = resolve_device(config.device)
@@ -663,7 +663,7 @@ def run_fit(
         extra_metrics: Entries added to ``metrics.json`` (e.g. a benchmark's labels).
     """
     config = config or FitConfig()
-    notify = notify or (lambda message: print(f"note: {message}"))
+    notify = notify or print_note
     config.check()
     out_dir = Path(out_dir)
     checkpoint = out_dir / CHECKPOINT_FILE  # saved now and then; a killed run resumes from it

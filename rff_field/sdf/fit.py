@@ -33,6 +33,7 @@ from rff_field.common.checkpoint import (
 )
 from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
 from rff_field.common.options import Hidden
+from rff_field.common.progress import print_note
 from rff_field.common.stopping import fit_stops
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
@@ -279,7 +280,7 @@ def train_sdf(
     Raises:
         FitInterrupted: At the end of the step during which Ctrl-C was pressed, after saving the checkpoint.
     """
-    notify = notify or (lambda message: print(f"note: {message}"))
+    notify = notify or print_note
     device = torch.device(config.device)
     network.to(device).train()
     lr = initial_lr(method, config)

@@ -165,6 +165,20 @@ def test_an_image_too_small_for_a_variant_fails_before_anything_is_written(image
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("engine", ["batched", "sequential"])
+def test_an_images_notices_are_shown_once_before_training(tmp_path, engine):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rgba = np.random.default_rng(0).integers(0, 256, (16, 20, 4), dtype=np.uint8)
+    iio.imwrite(folder / "clear.png", rgba)
+    notices = []
+    config = tiny_bench(folder, tmp_path / "out", variants=("mlp-pe", "filtered-pe"), sweep_names=(), long_names=(),
+                        engine=engine)  # fmt: skip
+    run_bench(config, notify=notices.append)
+    alpha = [notice for notice in notices if "alpha channel" in notice]
+    assert len(alpha) == 1 and "clear" in alpha[0] and notices.index(alpha[0]) == 0
+
+
 def test_earlier_preset_names_and_their_finished_jobs_still_count(image_folder, tmp_path, capsys):
     assert parse_variant("filtered-pe-nols").label == "filtered-pe-fixed-lr"
     assert "preset filtered-pe-nols is now filtered-pe-fixed-lr" in capsys.readouterr().out
