@@ -91,7 +91,7 @@ class PositionalEncoding(Encoding):
         if num_frequencies < 1:
             raise UsageError(
                 f"the signal's side of {sidelength} samples is too small for WIRE's Nyquist-limited PE (it needs at "
-                "least 8): use a smaller --downsample, or another --pe"
+                "least 8): use a larger signal (for an image, a larger one or a smaller --downsample), or another --pe"
             )
         freqs = 2.0 ** (torch.arange(num_frequencies, dtype=torch.float64) - 1)
         return cls(in_dim, num_frequencies, float(freqs[-1]), include_input=True, frequencies=freqs)
