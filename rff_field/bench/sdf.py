@@ -315,7 +315,10 @@ def exact_floor(out: Path, name: str, pool_path: Path, output: OutputConfig) -> 
     )
     run_dir = Path(out) / "runs" / name / FLOOR_LABEL
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_ply(vertices, triangles, run_dir / "mesh.ply", overwrite=True)
+    if len(triangles):
+        write_ply(vertices, triangles, run_dir / "mesh.ply", overwrite=True)
+    else:  # no surface at this resolution (a sheet thinner than a voxel): no mesh, as a fit writes none
+        (run_dir / "mesh.ply").unlink(missing_ok=True)
     record = {
         "method": "exact",
         "label": FLOOR_LABEL,

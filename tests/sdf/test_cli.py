@@ -244,3 +244,20 @@ def test_bench_without_progress_prints_one_line_a_job(tmp_path, monkeypatch, cap
     assert code == 0 and err == ""
     assert stdout.splitlines() == ["job 0/1: runs/generated/mlp-pe", f"wrote {out / 'results.json'}, "
                                    f"{out / 'results.md'}, {out / 'figure_generated.png'}"]  # fmt: skip
+
+
+def test_the_exact_reference_of_a_sheet_thinner_than_a_voxel_writes_no_empty_mesh(tmp_path):
+    import open3d as o3d
+
+    from rff_field.bench.sdf import exact_floor, write_pool
+    from rff_field.sdf.run import OutputConfig
+
+    sheet = o3d.geometry.TriangleMesh.create_box(1.0, 1.0, 1e-3)  # 1e-3 of its width: far under a voxel of 8
+    o3d.io.write_triangle_mesh(str(tmp_path / "sheet.ply"), sheet)
+    pool = write_pool(tmp_path / "sheet.ply", tmp_path / "sheet.npz", 2000, surface_samples=500, progress=False)
+    run_dir = tmp_path / "out/runs/sheet" / FLOOR_LABEL
+    run_dir.mkdir(parents=True)
+    (run_dir / "mesh.ply").write_text("a stale mesh")
+    record = exact_floor(tmp_path / "out", "sheet", pool, OutputConfig(resolution=8, eval_samples=200, render=False))
+    assert record["mesh_triangles"] == 0 and not (run_dir / "mesh.ply").exists()
+    assert (run_dir / "metrics.json").is_file()
