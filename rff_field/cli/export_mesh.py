@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Sequence, Tuple
@@ -46,6 +47,12 @@ class ExportMesh:
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work, before anything is loaded."""
+        fit = self.load_config if self.load_config.is_dir() else self.load_config.parent
+        if (fit / "config.json").is_file() and (fit / "history.npz").is_file():
+            raise UsageError(
+                f"{fit} holds an rff-sdf fit, not an ns-train run: its mesh is {fit / 'mesh.ply'}; to extract it "
+                f"again (e.g. on a finer grid) run: rff-sdf mesh --fit {shlex.quote(str(fit))}"
+            )
         if self.load_config.is_dir():
             raise UsageError(
                 f"--load-config {self.load_config} is a folder; pass the config.yml file that ns-train printed at the "

@@ -203,6 +203,16 @@ def test_export_mesh_options_fail_before_loading(tmp_path, monkeypatch, capsys):
     assert code == 2 and "--threshold must be a finite density, got nan" in err
 
 
+def test_export_mesh_of_an_sdf_fit_names_its_mesh_and_rff_sdf_mesh(tmp_path, monkeypatch, capsys):
+    fit = tmp_path / "sdf fit"
+    fit.mkdir()
+    for name in ("config.json", "history.npz", "model.pt", "mesh.ply"):
+        (fit / name).write_text("")
+    for given in (fit, fit / "config.json"):
+        code, err = run(export_mesh.entrypoint, ["--load-config", given], monkeypatch, capsys)
+        assert code == 2 and "holds an rff-sdf fit" in err and "rff-sdf mesh --fit '" in err, err
+
+
 def test_animations_and_bad_variants_are_named(tmp_path, monkeypatch, capsys):
     frames = (np.arange(2 * 8 * 8 * 3) % 255).astype(np.uint8).reshape(2, 8, 8, 3)
     iio.imwrite(tmp_path / "one.gif", frames[:1])
