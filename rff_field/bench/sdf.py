@@ -121,16 +121,17 @@ def write_pool(
 
     if size < 2:
         raise UsageError(f"a pool needs at least 2 samples, got {size}")
-    name, mesh = load_shape(mesh_path, fill_holes)
+    name, mesh, normalization = load_shape(mesh_path, fill_holes)
     shape = MeshSDF(mesh, coarse_scale, fine_scale, seed=seed, sign_rays=sign_rays)
     if progress:
         from rff_field.common.progress import LoggedProgress
 
         with LoggedProgress() as bar:
             task = bar.add_task(f"sampling {name}", total=size)
-            arrays = build_pool(shape, size, name, surface_samples, progress=lambda n: bar.advance(task, n))
+            arrays = build_pool(shape, size, name, surface_samples, progress=lambda n: bar.advance(task, n),
+                                normalization=normalization)  # fmt: skip
     else:
-        arrays = build_pool(shape, size, name, surface_samples)
+        arrays = build_pool(shape, size, name, surface_samples, normalization=normalization)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with written_atomically(out) as temporary:

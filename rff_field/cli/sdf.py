@@ -87,11 +87,11 @@ class Fit:
             name = str(sampler.meta.get("name", self.pool.stem))
             gt = GroundTruth.from_arrays(arrays, name)
         else:
-            name, mesh = load_shape(self.mesh, self.fill_holes)
+            name, mesh, normalization = load_shape(self.mesh, self.fill_holes)
         with exclusive_folder(Path(self.out), "rff-sdf fit"):  # before sampling, so a second fit stops at once
             if self.pool is None:
                 sampler = MeshSDF(mesh, self.train.coarse_scale, self.train.fine_scale, self.train.seed, self.sign_rays)
-                gt = GroundTruth.from_mesh_sdf(sampler, name, self.output.eval_samples)
+                gt = GroundTruth.from_mesh_sdf(sampler, name, self.output.eval_samples, normalization)
             settings = sdf_settings(self.network.resolved(), self.train, gt.name, sampler)
             check_resumable(Path(self.out) / CHECKPOINT_FILE, SDFCheckpoint, settings, self.overwrite, "step")
             out = prepare_out_dir(self.out, self.overwrite)

@@ -260,6 +260,19 @@ class Normalization:
     def apply(self, points: np.ndarray) -> np.ndarray:
         return (np.asarray(points, dtype=np.float64) - np.asarray(self.center)) * self.scale + self.offset
 
+    def as_dict(self) -> dict:
+        """For metrics.json: a point of the mesh is ``(x - offset) / scale + center``, a distance ``d / scale``."""
+        return {"center": list(self.center), "scale": self.scale, "offset": self.offset}
+
+    def to_array(self) -> np.ndarray:
+        """``[center, scale, offset]`` as float64, for a sample pool."""
+        return np.array([*self.center, self.scale, self.offset], dtype=np.float64)
+
+    @classmethod
+    def from_array(cls, values: np.ndarray) -> "Normalization":
+        cx, cy, cz, scale, offset = (float(v) for v in values)
+        return cls((cx, cy, cz), scale, offset)
+
 
 def bacon_normalization(vertices: np.ndarray) -> Normalization:
     """BACON's ``MeshSDF.normalize``: centre on the vertex mean, then one scale for all axes so that the global
@@ -307,13 +320,14 @@ GENERATED_SHAPE = "generated"
 
 def load_shape(
     path: Optional[Union[str, Path]], fill_holes: bool = False, notify: Optional[Callable[[str], None]] = None
-) -> tuple[str, "o3d.geometry.TriangleMesh"]:
-    """A shape's name and its checked mesh in BACON's normalised space; ``None`` gives the generated shape."""
+) -> tuple[str, "o3d.geometry.TriangleMesh", Normalization]:
+    """A shape's name, its checked mesh in BACON's normalised space and the map from the file's units; ``None``
+    gives the generated shape."""
     if path is None:
-        mesh, _ = normalize_mesh(generated_shape())
-        return GENERATED_SHAPE, mesh
-    mesh, _ = normalize_mesh(load_mesh(path, fill_holes=fill_holes, notify=notify))
-    return Path(path).stem, mesh
+        mesh, normalization = normalize_mesh(generated_shape())
+        return GENERATED_SHAPE, mesh, normalization
+    mesh, normalization = normalize_mesh(load_mesh(path, fill_holes=fill_holes, notify=notify))
+    return Path(path).stem, mesh, normalization
 
 
 def sphere_mesh(radius: float = 0.35, subdivisions: int = 5) -> "o3d.geometry.TriangleMesh":
@@ -532,6 +546,7 @@ def build_pool(
     surface_samples: int = 100_000,
     chunk: int = 1 << 18,
     progress: Optional[Callable[[int], None]] = None,
+    normalization: Optional[Normalization] = None,
 ) -> dict:
     """Arrays for a :class:`SamplePool` of ``size`` samples (half coarse, half fine) of ``shape``.
 
@@ -542,6 +557,7 @@ def build_pool(
         surface_samples: Ground-truth surface points for the metrics.
         chunk: Samples computed at a time.
         progress: Called with the number of samples added after every chunk.
+        normalization: The map from the mesh file's units, kept with the pool for the runs' metrics.
     """
     num_coarse = size // 2
     arrays = {
@@ -571,6 +587,7 @@ def build_pool(
         "surface_normals": surface_normals.astype(np.float32),
         "vertices": shape.vertices.astype(np.float32),
         "triangles": shape.triangles.astype(np.int32),
+        **({"normalization": normalization.to_array()} if normalization is not None else {}),
     }
 
 

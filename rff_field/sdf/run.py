@@ -34,7 +34,7 @@ from rff_field.common.stopping import FitInterrupted
 from rff_field.common.trained import WEIGHTS_FILE, load_trained_network
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.sdf.checkpoint import sdf_settings
-from rff_field.sdf.data import MeshSDF, SamplePool, is_closed
+from rff_field.sdf.data import MeshSDF, Normalization, SamplePool, is_closed
 from rff_field.sdf.fit import (
     Sampler,
     SDFNetworkConfig,
@@ -65,19 +65,25 @@ class GroundTruth:
     triangles: np.ndarray
     surface_points: np.ndarray
     surface_normals: np.ndarray
+    normalization: Optional[Normalization] = None
+    """The map from the mesh file's units into normalised space (None for a pool written without it)."""
 
     def __post_init__(self) -> None:
         self._surface: Optional[Surface] = None
 
     @classmethod
-    def from_mesh_sdf(cls, shape: MeshSDF, name: str, samples: int = 100_000) -> "GroundTruth":
+    def from_mesh_sdf(
+        cls, shape: MeshSDF, name: str, samples: int = 100_000, normalization: Optional[Normalization] = None
+    ) -> "GroundTruth":
         points, normals = shape.surface_samples(samples)
-        return cls(name, shape.vertices, shape.triangles, points, normals)
+        return cls(name, shape.vertices, shape.triangles, points, normals, normalization)
 
     @classmethod
     def from_arrays(cls, arrays: dict, name: str) -> "GroundTruth":
         """From the arrays of a sample pool (see :func:`~rff_field.sdf.data.build_pool`)."""
-        return cls(name, arrays["vertices"], arrays["triangles"], arrays["surface_points"], arrays["surface_normals"])
+        normalization = Normalization.from_array(arrays["normalization"]) if "normalization" in arrays else None
+        return cls(name, arrays["vertices"], arrays["triangles"], arrays["surface_points"], arrays["surface_normals"],
+                   normalization)  # fmt: skip
 
     @property
     def surface(self) -> Surface:
@@ -286,6 +292,7 @@ def run_sdf(
             "sampling": "pool" if isinstance(sampler, SamplePool) else "fresh",
             "seed": train_config.seed,
             "machine": machine_info(),
+            "normalization": gt.normalization.as_dict() if gt.normalization is not None else None,
             **(extra or {}),
         }
         settings = {"network": dataclasses.asdict(network_config), "train": dataclasses.asdict(train_config)}

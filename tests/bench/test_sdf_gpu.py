@@ -20,7 +20,7 @@ runpy.run_module("rff_field.cli.sdf", run_name="__main__", alter_sys=True)
 
 
 def test_bench_from_pools_without_open3d_pymcubes_or_nerfstudio(tmp_path):
-    _, mesh = load_shape(None)
+    _, mesh, _ = load_shape(None)
     pool = tmp_path / "generated.npz"
     np.savez(pool, **build_pool(MeshSDF(mesh, seed=0), 6000, "generated", surface_samples=3000))
     out = tmp_path / "gpu"

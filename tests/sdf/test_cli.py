@@ -44,6 +44,7 @@ def test_fit_writes_mesh_metrics_and_rendering(tmp_path):
     assert metrics["method"] == "filtered-pe" and metrics["mesh"] == "generated" and metrics["iters"] == 60
     assert metrics["sampling"] == "fresh" and metrics["distance"] == "exact"
     assert metrics["seed"] == 0 and metrics["source"] == "generated bumpy sphere"
+    assert set(metrics["normalization"]) == {"center", "scale", "offset"}
     assert record["chamfer"] == metrics["chamfer"]
     history = np.load(out / "history.npz")
     assert len(history["loss"]) == 60 and len(history["filter_lr"]) == 60
@@ -198,6 +199,25 @@ def test_bench_pool_resume_and_report(tmp_path):
     cli.main(["bench", "--out", str(out), "--report-only"])  # a report rebuilt alone: the same rows, the same order
     assert [r["label"] for r in json.loads((out / "results.json").read_text())["runs"]][-1] == "exact-sdf"
     assert (out / "results.md").read_text() == summary
+
+
+def test_metrics_map_the_normalised_space_back_to_the_mesh_files_units(tmp_path):
+    import open3d as o3d
+
+    from rff_field.bench.sdf import load_pool_arrays, write_pool
+    from rff_field.sdf.data import load_shape
+    from rff_field.sdf.run import GroundTruth
+
+    box = o3d.geometry.TriangleMesh.create_box(2000.0, 1000.0, 500.0).translate((1e4, -3e3, 7.0))
+    o3d.io.write_triangle_mesh(str(tmp_path / "box.ply"), box)
+    _, mesh, normalization = load_shape(tmp_path / "box.ply")
+    pool = write_pool(tmp_path / "box.ply", tmp_path / "box.npz", 1000, surface_samples=200, progress=False)
+    stored = GroundTruth.from_arrays(load_pool_arrays(pool), "box").normalization
+    assert stored == normalization
+    mapping = normalization.as_dict()
+    back = (np.asarray(mesh.vertices) - mapping["offset"]) / mapping["scale"] + np.asarray(mapping["center"])
+    np.testing.assert_allclose(np.sort(back, axis=0), np.sort(np.asarray(box.vertices), axis=0), rtol=1e-12)
+    assert mapping["scale"] == pytest.approx(0.9 / 2000.0)  # a distance d in normalised units is d / scale
 
 
 def test_pool_then_fit_from_the_pool(tmp_path):

@@ -54,7 +54,7 @@ def test_bacon_batches_are_half_coarse_half_fine_inside_the_box(sphere_sdf):
 
 
 def test_generated_shape_is_watertight_and_normalised():
-    name, mesh = load_shape(None)
+    name, mesh, _ = load_shape(None)
     assert name == "generated"
     assert is_closed(np.asarray(mesh.triangles))
     v = np.asarray(mesh.vertices)

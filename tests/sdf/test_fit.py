@@ -26,7 +26,7 @@ TINY = dict(hidden_features=32, hidden_layers=2, pe_frequencies=6, rff_frequenci
 
 @pytest.fixture(scope="module")
 def pool_arrays():
-    _, mesh = load_shape(None)  # the generated bumpy sphere
+    _, mesh, _ = load_shape(None)  # the generated bumpy sphere
     return build_pool(MeshSDF(mesh, seed=0), 24_000, "generated", surface_samples=2000)
 
 
