@@ -583,8 +583,10 @@ def plot_curves(metrics: dict, path: Path) -> None:
     ax.set_xlabel("iteration")
     ax.set_ylabel("PSNR (dB)")
     ax.set_title(f"{metrics['method']} on {metrics['image']}: best {metrics['best_psnr']:.2f} dB")
-    if not np.isfinite(psnrs).any():  # a fit that diverged at once keeps no history
-        ax.text(0.5, 0.5, "no iteration to plot: the fit diverged at once", ha="center", transform=ax.transAxes)
+    if not np.isfinite(psnrs).any():  # a fit that diverged at once keeps no history; an exact one has no finite PSNR
+        exact = np.isposinf(psnrs).any()
+        reason = "the fit is exact (PSNR infinite)" if exact else "the fit diverged at once"
+        ax.text(0.5, 0.5, f"no iteration to plot: {reason}", ha="center", transform=ax.transAxes)
         ax.set_xticks([])
         ax.set_yticks([])
     ax.grid(alpha=0.3)

@@ -345,3 +345,15 @@ def test_pixels_that_are_not_an_image_of_unit_values_are_refused_before_training
     ]:
         with pytest.raises(UsageError, match=message):
             fit_image(pixels, small("mlp-pe", iters=1), progress=False)
+
+
+@pytest.mark.parametrize("value, reason", [(math.inf, "the fit is exact"), (math.nan, "the fit diverged at once")])
+def test_curves_of_a_fit_without_a_finite_psnr_say_why(tmp_path, monkeypatch, value, reason):
+    from rff_field.image import fit
+
+    texts = []
+    monkeypatch.setattr(fit, "save_figure", lambda figure, path, **kwargs: texts.extend(
+        text.get_text() for ax in figure.axes for text in ax.texts))  # fmt: skip
+    metrics = {"method": "mlp-pe", "image": "black", "best_psnr": value, "psnr_history": [value] * 3}
+    fit.plot_curves(metrics, tmp_path / "curves.png")
+    assert len(texts) == 1 and reason in texts[0]
