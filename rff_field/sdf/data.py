@@ -228,8 +228,14 @@ def load_mesh(
         raise UsageError(f"{path} is degenerate: all its triangles have zero area; give a mesh with a surface")
     if extent.min() <= 1e-9 * max(extent.max(), 1e-30):
         raise UsageError(f"{path} is flat (extent {extent.tolist()}), so it bounds no volume; give a closed solid")
+    notify = notify or (lambda message: print(f"note: {path.name}: {message}"))
     if fill_holes:
+        open_edges, added = edge_counts(np.asarray(mesh.triangles))[0], -len(mesh.triangles)
         mesh = _fill_holes(mesh)
+        added += len(mesh.triangles)
+        if open_edges and not edge_counts(np.asarray(mesh.triangles))[0]:
+            notify(f"--fill-holes closed {open_edges} boundary edges with {added} triangles; check the mesh if the "
+                   "openings were meant to be there")  # fmt: skip
     boundary, nonmanifold = edge_counts(np.asarray(mesh.triangles))
     if boundary or nonmanifold:
         what = f"{boundary} boundary edges (holes)" if boundary else f"{nonmanifold} non-manifold edges"
@@ -242,7 +248,6 @@ def load_mesh(
             f"{path} is not watertight: {what}, so inside and outside are undefined and signed distances would be "
             f"wrong; {hint}"
         )
-    notify = notify or (lambda message: print(f"note: {path.name}: {message}"))
     return merge_overlapping_parts(mesh, notify)
 
 

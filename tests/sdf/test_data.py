@@ -184,8 +184,14 @@ def test_mesh_with_a_hole_is_refused_and_fill_holes_repairs_it(tmp_path):
     path = _write(sphere, tmp_path / "holed.ply")
     with pytest.raises(UsageError, match="not watertight.*--fill-holes"):
         load_mesh(path)
-    repaired = load_mesh(path, fill_holes=True)
+    notices = []
+    repaired = load_mesh(path, fill_holes=True, notify=notices.append)
     assert edge_counts(np.asarray(repaired.triangles)) == (0, 0)
+    assert notices == ["--fill-holes closed 6 boundary edges with 2 triangles; check the mesh if the openings were "
+                       "meant to be there"]  # fmt: skip
+    notices.clear()
+    load_mesh(_write(sphere_mesh(0.3, 3), tmp_path / "closed.ply"), fill_holes=True, notify=notices.append)
+    assert not notices  # nothing to close
     radii = np.linalg.norm(np.asarray(repaired.vertices), axis=-1)  # filling adds triangles, not vertices
     assert len(radii) == len(sphere.vertices) and np.allclose(radii, 0.3, atol=1e-6)
 
