@@ -47,7 +47,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--protocol", default=PAPER_PROTOCOL, help="FILE:NAME (default: the paper protocol)")
     parser.add_argument("--variants", nargs="+", default=list(TABLE_VARIANTS[:2]), help="rows to run")
-    parser.add_argument("--names", nargs="*", default=[], help="image names (default: every image)")
+    parser.add_argument(
+        "--names", nargs="*", default=[], help="image names (default: the protocol's, else every image)"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="rerun every job (another protocol in OUT/table)")
     parser.add_argument("--iters", type=int, default=None, help="iterations (default: the protocol's)")
     parser.add_argument("--batch-models", type=int, default=1, help="most jobs fitted together")
     parser.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
@@ -77,12 +80,12 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
     values, name = read_protocol(args.protocol)
     config = build_config(BenchConfig, values, where=f"{name}.")
     config.images, config.out = args.images, args.out / "table"
-    config.names, config.variants = tuple(args.names), tuple(args.variants)
+    config.names, config.variants = tuple(args.names) or config.names, tuple(args.variants)
     config.fit.iters = config.fit.iters if args.iters is None else args.iters
     config.fit.device, config.fit.precision, config.fit.cuda_graph = args.device, args.precision, args.cuda_graph
     config.fit.line_search.fused = args.fused_line_search
     config.engine, config.batch_models = "batched", args.batch_models
-    config.jobs.budget_s = args.budget_s
+    config.jobs.budget_s, config.jobs.overwrite = args.budget_s, args.overwrite
     config.progress = False
     return config
 

@@ -308,7 +308,10 @@ def fit_images(
     for k, (model, job) in enumerate(zip(models, jobs)):
         forward = PixelPredictor(model, coords, cached)
         done = guards[k].step if diverged[k] is not None else iters_done
-        result = finish_fit(model, forward, job.pixels, replace(job.config, iters=done), job.name,
+        ran = replace(
+            job.config, iters=done, cuda_graph=False, line_search=replace(job.config.line_search, fused=False)
+        )
+        result = finish_fit(model, forward, job.pixels, ran, job.name,
                             mse_history[:done, k], seconds / iters_done / count, inr_lr,
                             filter_lrs[:done] if filter_groups and search is None else None,
                             records[:done, k] if search is not None else None, notify)  # fmt: skip

@@ -94,3 +94,16 @@ def test_the_fused_line_search_in_the_table_and_its_check(tmp_path):
     assert rows["filtered-pe"]["max_psnr_gap"] < 0.01 and rows["filtered-pe"]["max_rate_rel_gap"] < 1e-5
     metrics = json.loads((out / "table" / "runs" / "a" / "filtered-pe" / "metrics.json").read_text())
     assert metrics["config"]["line_search"]["fused"] is True
+
+
+def test_the_protocols_images_unless_names_are_given_and_overwrite(tmp_path):
+    from rff_field.bench.table1 import bench_config, parse_args
+
+    protocol = tmp_path / "protocols.toml"
+    protocol.write_text('[two]\nnames = ["kodim01", "kodim05"]\n[every]\n')
+    args = ["--out", str(tmp_path / "out"), "--images", str(tmp_path)]
+    assert bench_config(parse_args([*args, "--protocol", f"{protocol}:two"])).names == ("kodim01", "kodim05")
+    given = bench_config(parse_args([*args, "--protocol", f"{protocol}:two", "--names", "kodim05", "--overwrite"]))
+    assert given.names == ("kodim05",) and given.jobs.overwrite
+    every = bench_config(parse_args([*args, "--protocol", f"{protocol}:every"]))
+    assert every.names == () and not every.jobs.overwrite

@@ -153,5 +153,8 @@ def test_a_batch_of_one_is_a_plain_fit():
 def test_options_a_batch_of_several_cannot_use_are_named():
     fit = config("filtered-pe", cuda_graph=True, line_search=LineSearchConfig(fused=True))
     notices: list[str] = []
-    fit_images([ImageJob(image(k), fit, f"img{k}") for k in range(2)], notify=notices.append)
+    results = fit_images([ImageJob(image(k), fit, f"img{k}") for k in range(2)], notify=notices.append)
     assert any("without --cuda-graph" in n for n in notices) and any("unfused" in n for n in notices)
+    for result in results:  # the settings recorded are those the batch ran with
+        ran = result.metrics["config"]
+        assert ran["cuda_graph"] is False and ran["line_search"]["fused"] is False
