@@ -32,3 +32,31 @@ def test_gpu_script_dry_run_on_the_cpu(tmp_path):
     assert "| filter |" in table and "| baseline |" in table and table in result.stdout
     assert (out / "logs" / "env.txt").read_text().count("tinycudann") == 1
     assert Path(out / "report" / "test_views.png").is_file()
+
+
+def test_a_call_cut_by_its_limit_packs_what_finished_and_exits_with_the_runs_status(tmp_path):
+    import shutil
+    import tarfile
+
+    repo = tmp_path / "repo"  # the call's script beside a stand-in for the run: one variant finishes, one hangs
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "gpu_nerf_call.sh", repo / "scripts")
+    (repo / "scripts" / "gpu_nerf.sh").write_text(
+        'mkdir -p "$1/runs/filter" "$1/.running"; echo "{}" > "$1/runs/filter/metrics.json"\n'
+        '[ -n "$FAIL" ] && exit 2\nsleep 60\n'
+    )
+    (tmp_path / "python").write_text("#!/bin/sh\nexit 0\n")  # pip and the import check pass
+    (tmp_path / "python").chmod(0o755)
+    out = tmp_path / "OUT"
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out), "PYTHON": str(tmp_path / "python"), "LIMIT_S": "2"}
+    call = ["bash", str(repo / "scripts" / "gpu_nerf_call.sh"), "1"]
+    result = subprocess.run(call, capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 124 and "stopped after LIMIT_S=2 s" in result.stdout
+    with tarfile.open(out / "gpu-nerf.tgz") as packed:
+        assert packed.getnames() == [
+            "outputs/gpu-nerf", "outputs/gpu-nerf/runs", "outputs/gpu-nerf/runs/filter",
+            "outputs/gpu-nerf/runs/filter/metrics.json",
+        ]  # fmt: skip
+    failed = subprocess.run(call, capture_output=True, text=True, env={**env, "FAIL": "1"}, timeout=60)
+    assert failed.returncode == 2 and "rc=2" in failed.stdout
