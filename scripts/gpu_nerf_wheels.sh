@@ -12,10 +12,11 @@ PIP=${PIP:-.venv/bin/pip}
 version() { .venv/bin/python -c "import importlib.metadata as m; print(m.version('$1'))"; }
 pinned() { for name in "$@"; do echo "$name==$(version "$name")"; done; }
 mkdir -p .whl/nerf
-# nerfstudio and what its training imports that the GPU machine lacked; pinned where the version matters
+# nerfstudio and what its training imports that the GPU machine lacked, at the versions the tests ran with; fpsample
+# unpinned: the .venv's 1.0.2 has no wheel for python 3.12
 # shellcheck disable=SC2046
 "$PIP" download -q --no-deps --only-binary=:all: --python-version "$PY_VERSION" --dest .whl/nerf \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-    $(pinned nerfstudio tyro viser nerfacc gsplat) websockets msgspec dill docstring_parser typeguard rawpy pathos \
-    multiprocess ppft pyquaternion splines tensorly fpsample torch_fidelity pytorch-msssim appdirs
+    $(pinned nerfstudio tyro viser nerfacc gsplat websockets msgspec dill docstring_parser typeguard rawpy pathos \
+        multiprocess ppft pyquaternion splines tensorly torch_fidelity pytorch-msssim appdirs) fpsample
 du -sh .whl/nerf
