@@ -751,7 +751,7 @@ def results_markdown(summary: dict) -> str:
         f"{fit['network']['hidden_layers'] + 1} hidden layers of {fit['network']['hidden_features']} (WIRE: "
         f"int(width/sqrt 2) complex), Adam, lr decay {fit['lr_decay']}^(t/T), batch {fit['batch_size']}, "
         f"seed {fit['seed']}, line search rule `{search['rule']}`, direction `{search['direction']}`, "
-        f"lr_max {search['lr_max']:g}.",
+        f"lr_max {search['lr_max']:g}; a variant's spec overrides these (its width is in the tables).",
         f"Machine(s): {'; '.join(summary['machines']) or 'n/a'}. Jobs finished: {summary['jobs_done']} of "
         f"{summary['jobs_total']}.",
         "",
