@@ -104,23 +104,44 @@ def reference_adam_direction(optimizer, group, param, grad, state):
 
 
 def reference_group_slope(optimizer, group, direction, unscale=1.0):
+    """The group's slope sum(g * d) and the sum of its terms' magnitudes sum(|g * d|)."""
     params = [p for p in group["params"] if p.grad is not None]
     grad = torch.cat([p.grad.reshape(-1).float() for p in params]) * unscale
     if direction == "gradient":
-        return float(-(grad * grad).sum(dtype=torch.float64))
-    total = 0.0
+        squares = (grad * grad).sum(dtype=torch.float64)
+        return float(-squares), float(squares)
+    total, magnitude = 0.0, 0.0
     for p in params:  # per parameter: the reference's path for parameters at different steps, valid for all
         g = p.grad.float() * unscale
         d = reference_adam_direction(optimizer, group, p.detach().float(), g, optimizer.state.get(p, {}))
         total += float((g * d).sum(dtype=torch.float64))
-    return total
+        magnitude += float((g * d).abs().sum(dtype=torch.float64))
+    return total, magnitude
 
 
 def reference_record(filter_groups, inr_groups, loss, direction, lr_max, unscale=1.0):
-    """(loss, d_filter, lr_d_inr, rate) as the reference computed them."""
-    d_filter = sum(reference_group_slope(o, g, direction, unscale) for o, g in filter_groups)
-    lr_d_inr = sum(reference_group_slope(o, g, direction, unscale) * g["lr"] for o, g in inr_groups)
-    return [float(loss), d_filter, lr_d_inr, filter_step_size(float(loss), d_filter, lr_d_inr, 1.0, lr_max=lr_max)]
+    """(loss, d_filter, lr_d_inr, rate) as the reference computed them, and the magnitudes of the terms summed into
+    each (0 for the loss and the rate)."""
+    filters = [reference_group_slope(o, g, direction, unscale) for o, g in filter_groups]
+    inrs = [[value * g["lr"] for value in reference_group_slope(o, g, direction, unscale)] for o, g in inr_groups]
+    (d_filter, filter_terms), (lr_d_inr, inr_terms) = (map(sum, zip(*slopes)) for slopes in (filters, inrs))
+    rate = filter_step_size(float(loss), d_filter, lr_d_inr, 1.0, lr_max=lr_max)
+    return [float(loss), d_filter, lr_d_inr, rate], [0.0, filter_terms, inr_terms, 0.0]
+
+
+def assert_records_match_reference(hook, reference, lr_max):
+    """The hook's rule inputs equal the reference's to float32 rounding of the terms summed into them (a sum of
+    terms that nearly cancel keeps their absolute rounding, not a relative one), and its rates are the rule's on its
+    own inputs."""
+    records = hook.records
+    expected = torch.tensor([values for values, _ in reference], dtype=torch.float64)
+    magnitudes = torch.tensor([terms for _, terms in reference], dtype=torch.float64)
+    gap = (records[:, :3] - expected[:, :3]).abs()
+    bound = 1e-6 * expected[:, :3].abs() + 1e-6 * magnitudes[:, :3]
+    assert (gap <= bound).all(), f"largest gap over bound {float((gap / bound.clamp_min(1e-300)).max()):.3g}"
+    loss, d_filter, lr_d_inr, rate = records.T
+    rule = filter_step_size_tensor(loss, d_filter, lr_d_inr, 1.0, lr_max=lr_max)
+    torch.testing.assert_close(rate, rule, rtol=1e-12, atol=0)
 
 
 def make_optimizers(kind: str, inr, filt):
@@ -142,10 +163,11 @@ KINDS = ["two-adams", "amsgrad-decay", "adamw", "fused", "sgd"]
     "kind,fused", [(kind, False) for kind in KINDS] + [("two-adams", True), ("amsgrad-decay", True), ("sgd", True)]
 )
 def test_rates_equal_the_reference_implementation(kind, fused):
-    # The same float32 gradient and direction values are formed; only the order of the float64 sums differs, so
-    # the slopes agree to about 1e-15 relative and rates inside the bounds to far better than 1e-6. The rule's
-    # inputs are compared too, also where the rate sits at a bound. Fused: the compiled kernels may also reorder
-    # the float32 products and the bias corrections, within the same tolerance.
+    # The same float32 gradient and direction values are formed; only the order of the float64 sums differs.
+    # Fused: the compiled kernels may also reorder the float32 products and the bias corrections, which moves a
+    # slope by float32 rounding of its terms; where they nearly cancel that is large against the slope, and the
+    # rule's |b / k| amplifies it further. So the inputs are compared within the terms' rounding, and the rate
+    # with the rule on the hook's own inputs.
     net, x, y = make_problem(5)
     filt, inr = split_filter_parameters(net)
     optimizers = make_optimizers(kind, inr, filt)
@@ -170,10 +192,9 @@ def test_rates_equal_the_reference_implementation(kind, fused):
         expected.append(reference_record(filter_groups, inr_groups, loss.detach(), direction, lr_max))
         for opt in optimizers:
             opt.step()
-    expected = torch.tensor(expected, dtype=torch.float64)
     if direction == "adam":  # the gradient rule asks for rates far above any stable lr_max: always at the bound
-        assert ((0.0 < expected[:, 3]) & (expected[:, 3] < lr_max)).any()
-    torch.testing.assert_close(hook.records, expected, rtol=1e-6, atol=0)
+        assert any(0.0 < values[3] < lr_max for values, _ in expected)
+    assert_records_match_reference(hook, expected, lr_max)
     assert hook.history == hook.records[:, 3].tolist()
     assert hook.compiled == fused  # the compiled arithmetic ran, not the unfused fallback
 
@@ -226,7 +247,7 @@ def test_rates_under_a_grad_scaler_equal_the_reference():
         scaler.step(opt_inr)  # unscales the INR's gradients in place; the filter's are still scaled
         scaler.step(opt_filter)
         scaler.update()
-    torch.testing.assert_close(hook.records, torch.tensor(expected, dtype=torch.float64), rtol=1e-6, atol=0)
+    assert_records_match_reference(hook, expected, 1.0)
 
 
 @pytest.mark.parametrize("rule", ["paper", "balance"])
