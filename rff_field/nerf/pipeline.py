@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any, Callable, Dict, Literal, Optional, Type
 
 import torch
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -100,6 +102,33 @@ def object_in_void_sampling_notice(config: VanillaPipelineConfig) -> Optional[st
     )
 
 
+def transparent_images_notice(config: VanillaPipelineConfig) -> Optional[str]:
+    """A notice for a nerfstudio-data capture whose images have an alpha channel, trained with the background of
+    the last sample: nerfstudio composites the images on black for the loss, so the field learns black where they
+    are transparent."""
+    from PIL import Image
+
+    if getattr(config.model, "background_color", None) != "last_sample":
+        return None
+    if not isinstance(config.datamanager.dataparser, NerfstudioDataParserConfig):
+        return None
+    data = dataset_path(config)
+    transforms = Path(data) if Path(data).suffix == ".json" else Path(data) / "transforms.json"
+    try:
+        first = transforms.parent / json.loads(transforms.read_text())["frames"][0]["file_path"]
+        with Image.open(first) as image:
+            transparent = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None  # the checks before training name what is wrong with the capture
+    if not transparent:
+        return None
+    return (
+        f"the capture's images have an alpha channel (e.g. {first.name}), which nerfstudio composites on black for the "
+        "loss, so the field learns black where they are transparent; to learn empty space there, pass "
+        f"{MODEL_OPTION_PREFIX}background-color random"
+    )
+
+
 def exit_on_usage_error(check: Callable[[], None]) -> None:
     """Run ``check``; on a :class:`UsageError` print one line on stderr (``ns-train: error: ...``, as the
     plugin's own commands) and exit with status 2 (nerfstudio's commands)."""
@@ -149,9 +178,9 @@ class RFFTrainerConfig(TrainerConfig):
         exit_on_usage_error(self.check_run_folder)
         report_divergence_in_one_line()
         super().print_to_terminal()
-        notice = object_in_void_sampling_notice(self.pipeline)  # type: ignore[arg-type]
-        if notice is not None:
-            CONSOLE.print(f"[yellow]Notice: {notice}.[/yellow]", soft_wrap=True)
+        for notice in (object_in_void_sampling_notice(self.pipeline), transparent_images_notice(self.pipeline)):  # type: ignore[arg-type]
+            if notice is not None:
+                CONSOLE.print(f"[yellow]Notice: {notice}.[/yellow]", soft_wrap=True)
 
 
 @dataclass

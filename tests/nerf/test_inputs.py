@@ -413,6 +413,35 @@ def test_rff_nerfacto_on_a_blender_scene_names_the_sampling_that_trains_there(sc
     assert "--pipeline.model.coarse-proposal-samples-per-ray 32 16 --pipeline.model.coarse-nerf" in coarse_dense
 
 
+def test_a_capture_of_transparent_images_names_the_background_that_learns_them(capture, tmp_path, capsys):
+    import copy
+
+    from PIL import Image
+
+    from rff_field.nerf.method_configs import rff_nerfacto_lite
+    from rff_field.nerf.pipeline import transparent_images_notice
+
+    def trainer(data: Path, background: str):
+        config = copy.deepcopy(rff_nerfacto_lite.config)
+        config.machine.device_type = "cpu"
+        config.pipeline.datamanager.data = data
+        config.pipeline.model.background_color = background
+        return config
+
+    assert trainer(capture, "last_sample").pipeline.model.background_color == "last_sample"  # nerfacto's default
+    assert transparent_images_notice(trainer(capture, "last_sample").pipeline) is None  # RGB images
+    transparent = _copy(capture, tmp_path)
+    for path in transparent.rglob("*.png"):
+        with Image.open(path) as image:
+            image.convert("RGBA").save(path)
+    config = trainer(transparent, "last_sample")
+    config.print_to_terminal()
+    out = capsys.readouterr().out.replace("\n", "")
+    assert "Notice: the capture's images have an alpha channel" in out
+    assert "pass --pipeline.model.background-color random" in out
+    assert transparent_images_notice(trainer(transparent, "random").pipeline) is None
+
+
 @pytest.mark.parametrize("blender, chosen", [(True, 200), (False, 0)])
 def test_rff_nerfacto_chooses_its_coarse_start_by_the_data(scene, capture, blender, chosen):
     """By default a coarse start on a Blender scene (an object in a void) and none on a capture, chosen before
