@@ -21,6 +21,7 @@ import torch
 from rff_field.bench.image import BenchConfig, build_jobs, job_config
 from rff_field.common.machine import machine_description, resolve_device
 from rff_field.common.outputs import check_output_files, write_text
+from rff_field.common.torch_state import restores_torch_state
 from rff_field.core import filter as filter_module
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import BiasFreeFilter
@@ -55,6 +56,7 @@ class ImageTiming:
     overwrite: bool = False
     """Replace timing.json and timing.md of an earlier run in --dest."""
 
+    @restores_torch_state
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         if not self.image.is_file():
@@ -144,6 +146,7 @@ class FilterTiming:
     overwrite: bool = False
     """Replace padding.json and padding.md of an earlier run in --dest."""
 
+    @restores_torch_state
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         check_fields(self, positive_int=("samples", "rounds", "repeats", "threads"))
@@ -220,6 +223,7 @@ class BatchTiming:
     overwrite: bool = False
     """Replace batched.json and batched.md of an earlier run in --dest."""
 
+    @restores_torch_state
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         from rff_field.image.batched import ImageJob, batch_key, fit_images

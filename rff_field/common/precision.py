@@ -18,15 +18,27 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
 
 @contextlib.contextmanager
 def precision_scope(precision: Precision) -> Iterator[None]:
-    """Set CUDA's TensorFloat-32 switches for ``tf32`` (off for the others) and restore them afterwards."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    """Set CUDA's TensorFloat-32 switches for ``tf32`` (off for the others) and restore them afterwards, through
+    torch's ``fp32_precision`` settings where it has them (mixing them with the older ``allow_tf32`` flags makes
+    torch refuse to read either)."""
     tf32 = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32 or saved[1]
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision") and hasattr(getattr(cudnn, "conv", None), "fp32_precision"):
+        saved = matmul.fp32_precision, cudnn.conv.fp32_precision
+        matmul.fp32_precision = "tf32" if tf32 else "ieee"
+        cudnn.conv.fp32_precision = "tf32" if tf32 else saved[1]
+        try:
+            yield
+        finally:
+            matmul.fp32_precision, cudnn.conv.fp32_precision = saved
+        return
+    saved = matmul.allow_tf32, cudnn.allow_tf32
+    matmul.allow_tf32 = tf32
+    cudnn.allow_tf32 = tf32 or saved[1]
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        matmul.allow_tf32, cudnn.allow_tf32 = saved
 
 
 def autocast(precision: Precision, device: torch.device, cache: bool = True) -> contextlib.AbstractContextManager:

@@ -45,6 +45,7 @@ from rff_field.common.machine import resolve_device
 from rff_field.common.precision import at_least_float32, autocast, precision_scope
 from rff_field.common.progress import print_note, psnr_progress
 from rff_field.common.stopping import fit_stops
+from rff_field.common.torch_state import seeded
 from rff_field.core.divergence import LastFiniteState
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import FilteredEncoding, split_filter_parameters
@@ -170,8 +171,8 @@ def fit_images(
     num_pixels, count = height * width, len(jobs)
     models = []
     for job in jobs:
-        torch.manual_seed(job.config.seed)
-        models.append(build_network(job.config.network, 2, channels, sidelength=max(height, width)).to(device))
+        with seeded(job.config.seed):
+            models.append(build_network(job.config.network, 2, channels, sidelength=max(height, width)).to(device))
     coords = pixel_coordinates(height, width).to(device)
     target = torch.stack([job.pixels.reshape(-1, channels) for job in jobs]).to(device=device, dtype=torch.float32)
 

@@ -49,6 +49,7 @@ from rff_field.common.outputs import (
 from rff_field.common.precision import PRECISIONS, Precision, at_least_float32, autocast, precision_scope
 from rff_field.common.progress import print_note, psnr_progress
 from rff_field.common.stopping import FitInterrupted, fit_stops
+from rff_field.common.torch_state import seeded
 from rff_field.common.trained import WEIGHTS_FILE
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
@@ -271,8 +272,8 @@ def fit_image(
     device = resolve_device(config.device)
     height, width, channels = pixels.shape
     num_pixels = height * width
-    torch.manual_seed(config.seed)
-    model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
+    with seeded(config.seed):
+        model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
     coords = pixel_coordinates(height, width).to(device)
     target = pixels.reshape(-1, channels).to(device=device, dtype=torch.float32)
     forward = PixelPredictor(model, coords, config.cache_embedding, notify)

@@ -35,6 +35,7 @@ from rff_field.common.mesh import marching_cubes, orient_outward, sample_grid
 from rff_field.common.options import Hidden
 from rff_field.common.progress import print_note
 from rff_field.common.stopping import fit_stops
+from rff_field.common.torch_state import seeded
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
@@ -126,26 +127,26 @@ def build_sdf_network(config: SDFNetworkConfig, seed: int = 0) -> nn.Module:
     if config.method not in SDF_METHODS:
         raise UsageError(f"unknown method {config.method!r}; choose one of {', '.join(SDF_METHODS)}")
     config = config.resolved()
-    torch.manual_seed(seed)
-    if config.method == "bacon":
-        scales, outputs = default_schedule(config.hidden_layers, config.bacon_multiscale, config.bacon_schedule)
-        if config.bacon_input_scales is not None:
-            scales = config.bacon_input_scales
-        if config.bacon_output_layers is not None:
-            outputs = config.bacon_output_layers
-        elif not config.bacon_multiscale:
-            outputs = (config.hidden_layers,)
-        return Bacon(
-            3,
-            1,
-            config.hidden_features,
-            config.hidden_layers,
-            max_frequency=config.bacon_max_frequency,
-            input_scales=scales,
-            output_layers=outputs,
-            seed=seed,
-        )
-    return build_network(config, in_dim=3, out_dim=1)
+    with seeded(seed):
+        if config.method == "bacon":
+            scales, outputs = default_schedule(config.hidden_layers, config.bacon_multiscale, config.bacon_schedule)
+            if config.bacon_input_scales is not None:
+                scales = config.bacon_input_scales
+            if config.bacon_output_layers is not None:
+                outputs = config.bacon_output_layers
+            elif not config.bacon_multiscale:
+                outputs = (config.hidden_layers,)
+            return Bacon(
+                3,
+                1,
+                config.hidden_features,
+                config.hidden_layers,
+                max_frequency=config.bacon_max_frequency,
+                input_scales=scales,
+                output_layers=outputs,
+                seed=seed,
+            )
+        return build_network(config, in_dim=3, out_dim=1)
 
 
 def network_outputs(network: nn.Module, points: Float[Tensor, "n 3"]) -> list[Float[Tensor, " n"]]:

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from rff_field.cli import image as cli
+from rff_field.common.precision import PRECISIONS
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.data import UsageError
 from rff_field.image.fit import IMAGE_METHODS, FitConfig, fit_image, prepare_image, run_fit
@@ -292,6 +293,23 @@ def test_bf16_autocast_trains_and_stays_finite():
     assert all(math.isfinite(p) for p in metrics["psnr_history"]) and math.isfinite(metrics["psnr"])
     assert metrics["psnr"] > metrics["psnr_history"][0] and metrics["config"]["precision"] == "bf16"
     assert result.reconstruction.dtype == torch.float32
+
+
+def test_a_users_precision_setting_of_the_newer_api_is_kept_and_stays_readable():
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    if not hasattr(matmul, "fp32_precision"):
+        pytest.skip("this torch has only the allow_tf32 flags")
+    before = matmul.fp32_precision, conv.fp32_precision
+    try:
+        matmul.fp32_precision = "tf32"  # a user's choice, through the API that torch asks for
+        for precision in PRECISIONS:
+            fit_image(smooth_image(8), small("mlp-pe", iters=2, precision=precision), progress=False)
+            assert matmul.fp32_precision == "tf32"
+    finally:
+        matmul.fp32_precision, conv.fp32_precision = before
+    fit_image(smooth_image(8), small("mlp-pe", iters=2, precision="tf32"), progress=False)
+    assert (matmul.fp32_precision, conv.fp32_precision) == before
+    assert torch.get_float32_matmul_precision() in ("highest", "high", "medium")  # no mix of the two APIs left
 
 
 def test_tf32_restores_the_switches_and_bad_precision_is_refused():
