@@ -43,6 +43,7 @@ from rff_field.common.outputs import (
     check_output_files,
     check_plain_name,
     check_writable_folder,
+    new_figure,
     save_figure,
     write_json,
     write_text,
@@ -735,10 +736,6 @@ class NerfReport:
 
     def figure(self, runs: list[dict]) -> None:
         """Ground truth and every variant's rendering of a few test views, with PSNR."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         from PIL import Image
 
         renders = {r["label"]: self.out / "runs" / r["label"] / "renders" for r in runs}
@@ -752,7 +749,7 @@ class NerfReport:
         if not views:
             raise UsageError("the variants have no test view in common to show; evaluate them on the same views")
         psnr = {r["label"]: {d["view"]: d["psnr"] for d in r["test_views"]} for r in runs}
-        fig, axes = plt.subplots(len(views), len(runs) + 1, figsize=(2.5 * (len(runs) + 1), 2.6 * len(views)),
+        fig, axes = new_figure(len(views), len(runs) + 1, figsize=(2.5 * (len(runs) + 1), 2.6 * len(views)),
                                  squeeze=False)  # fmt: skip
         for row, view in enumerate(views):
             panels = [("ground truth", renders[first] / f"{view}_gt.png")]
@@ -764,4 +761,3 @@ class NerfReport:
                 ax.axis("off")
         fig.tight_layout()
         save_figure(fig, self.dest / self.figure_name, dpi=110)
-        plt.close(fig)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rff_field.common.datasets import DATA_ROOT
-from rff_field.common.outputs import check_output_files, save_figure, write_text
+from rff_field.common.outputs import check_output_files, new_figure, save_figure, write_text
 from rff_field.core.errors import UsageError, check_positive
 from rff_field.image.data import downsample, load_image
-from rff_field.image.plots import history_series, legend, plot_crops, pyplot
+from rff_field.image.plots import history_series, legend, plot_crops
 
 SUMMARY_KEYS = (
     "method", "image", "iters", "psnr", "best_psnr", "best_iter", "ssim", "seconds_per_iter",
@@ -211,9 +211,8 @@ def margin_table(rows: list[dict], images: list[str]) -> list[str]:
 
 
 def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
-    plt = pyplot()
     widths = {32: "pe32", 64: "pe64", 80: "pe80", 128: "pe128", 256: "pe256"}
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_figure(figsize=(6, 4))
     for prefix, name, style in (("plain", "MLP (no filter)", "o-"), ("filt", "MLP + filter (paper)", "s-"),
                                 ("eqp", "MLP, equal total parameters", "^--")):  # fmt: skip
         xs, ys = [], []
@@ -228,14 +227,12 @@ def plot_width(runs: dict, images: list[str], iters: int, path: Path) -> None:
     save_axes(fig, ax, "embedding channels D (log-linear PE, scale 32)",
               f"best PSNR (dB), mean of {len(images)} Kodak x4 images", f"3x64 INR, {iters} iterations", path,
               legend_size=None)  # fmt: skip
-    plt.close(fig)
 
 
 def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str = "kodim05") -> bool:
     """Best PSNR against RFF sigma: the mean over all images where every image finished (left) and one image over
     every sigma that ran (right; the GPU budget ended before sigma 20 and 40 on all images)."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(11, 4), sharey=True)
     drawn = False
     for n, style in ((128, "-"), (256, ":")):
         for prefix, name, marker in (("plain", "MLP+RFF", "o"), ("filt", "MLP+RFF+filter", "s")):
@@ -262,15 +259,13 @@ def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str
         fig.suptitle(f"3x64 INR, {iters} iterations")
         fig.tight_layout()
         save_figure(fig, path, dpi=120)
-    plt.close(fig)
     return drawn
 
 
 def plot_pe_scale(runs: dict, iters: int, path: Path, image: str = "kodim05") -> bool:
     """Best PSNR against the log-linear PE's scale on one image, with and without the filter (the PE analogue of
     the sigma sweep)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_figure(figsize=(6, 4))
     drawn = False
     for prefix, name, marker in (("plain", "MLP+PE", "o-"), ("filt", "MLP+PE+filter", "s-")):
         xy = [(scale, runs[key]["best_psnr"]) for scale in PE_SCALES
@@ -282,7 +277,6 @@ def plot_pe_scale(runs: dict, iters: int, path: Path, image: str = "kodim05") ->
         ax.set_xscale("log", base=2)
         title = f"{image} (x4), 3x64 INR, {iters} iterations"
         save_axes(fig, ax, "PE scale (highest frequency)", "best PSNR (dB)", title, path)
-    plt.close(fig)
     return drawn
 
 
@@ -298,8 +292,7 @@ def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, legend_
 
 
 def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = new_figure(1, 2, figsize=(11, 4))
     drawn = False
     for label in labels:
         metrics = runs.get((label, image, iters))
@@ -329,21 +322,18 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
         legend(axes[1], fontsize=7)
         fig.tight_layout()
         save_figure(fig, path, dpi=120)
-    plt.close(fig)
     return drawn
 
 
 def plot_psnr_curves(curves: list[tuple[str, dict]], title: str, path: Path) -> bool:
     """Training PSNR over iterations, one line per (legend name, metrics)."""
-    plt = pyplot()
     if not curves:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = new_figure(figsize=(7, 4))
     for name, metrics in curves:
         steps, psnr = history_series(metrics.get("psnr_history"))
         ax.plot(steps, psnr, label=name, lw=0.8)
     save_axes(fig, ax, "iteration", "training PSNR (dB)", title, path)
-    plt.close(fig)
     return True
 
 
@@ -355,13 +345,12 @@ def plot_learning(runs: dict, image: str, iters: int, labels: list[str], path: P
 def plot_budget(runs: dict, iters: int, path: Path) -> bool:
     """Every run at the long budget: one panel per image, one colour per variant, zoomed past the first 1000
     iterations (where every curve climbs from 5 dB)."""
-    plt = pyplot()
     done = {key: m for key, m in runs.items() if key[2] == iters}
     images = sorted({image for _, image, _ in done})
     labels = sorted({label for label, _, _ in done})
     if not images:
         return False
-    fig, axes = plt.subplots(1, len(images), figsize=(3.6 * len(images) + 1, 4), squeeze=False)
+    fig, axes = new_figure(1, len(images), figsize=(3.6 * len(images) + 1, 4), squeeze=False)
     for ax, image in zip(axes[0], images):
         low = []
         for index, label in enumerate(labels):
@@ -380,7 +369,6 @@ def plot_budget(runs: dict, iters: int, path: Path) -> bool:
     fig.suptitle(f"The paper's budget: {iters} iterations, Kodak x4, 3x64 INR")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     save_figure(fig, path, dpi=120)
-    plt.close(fig)
     return True
 
 

@@ -30,10 +30,9 @@ from typing import Optional
 import numpy as np
 
 from rff_field.bench.image import format_count
-from rff_field.common.outputs import check_output_files, save_figure, write_text
+from rff_field.common.outputs import check_output_files, new_figure, save_figure, write_text
 from rff_field.core.errors import UsageError
 from rff_field.core.step_rule import BRANCHES, filter_step_branch
-from rff_field.image.plots import pyplot
 
 GRID = (  # factor, folder, tag, setting (what changes from the x4 base)
     ("base", "x4-2000", "wire22-w64", "x4, 3x64, WIRE PE 22 ch."),
@@ -446,8 +445,7 @@ def markdown(summary: dict, answers: Optional[str]) -> str:
 
 def plot(summary: dict, path: Path) -> None:
     """Δ against the INR's parameters per value (2000 iterations) and against iterations (long runs)."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = new_figure(1, 2, figsize=(12, 4.6))
     markers = {"kodim05": "o", "kodim01": "s"}
     colours = {"x4": "tab:blue", "x2": "tab:red"}
     ax = axes[0]
@@ -484,7 +482,6 @@ def plot(summary: dict, path: Path) -> None:
         ax.legend(fontsize=7, loc="lower right")  # "best" searches every point of the 20k curves
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    plt.close(fig)
 
 
 def plot_long_variants(summary: dict, path: Path) -> None:
@@ -498,8 +495,7 @@ def plot_long_variants(summary: dict, path: Path) -> None:
             panels.setdefault((e["folder"], e["base"], e["image"]), []).append(e)
     if not panels:
         return
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.4), squeeze=False)
+    fig, axes = new_figure(1, len(panels), figsize=(6 * len(panels), 4.4), squeeze=False)
     for ax, (key, mine) in zip(axes[0], panels.items()):
         pair = pairs[key]
         plain = pair.get("curves", {}).get("plain")
@@ -517,4 +513,3 @@ def plot_long_variants(summary: dict, path: Path) -> None:
         ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    plt.close(fig)

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
@@ -61,9 +62,21 @@ def free_bytes(folder: Path) -> float:
         return math.inf
 
 
+def new_figure(nrows: int = 1, ncols: int = 1, figsize: Optional[tuple[float, float]] = None, **kwargs: Any) -> Any:
+    """A matplotlib figure and its axes (``Figure.subplots(nrows, ncols, **kwargs)``), made without pyplot: no
+    backend is switched and nothing is registered, so a caller's own plots (a notebook's inline ones) stay as they
+    were."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=figsize)
+    return figure, figure.subplots(nrows, ncols, **kwargs)
+
+
 def save_figure(fig: Any, path: Path, **kwargs: Any) -> None:
     """``fig.savefig(path, **kwargs)`` atomically (:func:`written_atomically`)."""
-    with written_atomically(path) as temporary:
+    with written_atomically(path) as temporary, warnings.catch_warnings():
+        # a title in a script the font lacks (e.g. a Chinese file name) shows boxes; a warning per glyph adds nothing
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
         fig.savefig(temporary, **kwargs)
 
 

@@ -41,6 +41,7 @@ from rff_field.common.outputs import (
     check_input_kept,
     check_output_files,
     clear_outputs,
+    new_figure,
     save_figure,
     write_json,
     write_torch,
@@ -59,7 +60,6 @@ from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_sea
 from rff_field.image.checkpoint import FitCheckpoint, fit_settings, model_checkpoint, restore_fit
 from rff_field.image.data import LoadedImage, check_pixels, downsample, load_image, pixel_coordinates, save_image
 from rff_field.image.metrics import image_metrics, psnr_from_mse
-from rff_field.image.plots import pyplot
 from rff_field.inr.config import METHODS, NetworkConfig, build_network, count_parameters
 from rff_field.inr.mlp import FourierFeatureMLP
 
@@ -555,10 +555,11 @@ def write_fit_outputs(result: FitResult, out_dir: Path, error_vmax: float = 0.1,
     clear_outputs(out_dir, (*OUTPUT_FILES, RENDERS))
     save_image(result.reconstruction, out_dir / "reconstruction.png")
     error = (result.reconstruction.clamp(0, 1) - result.target).abs().mean(dim=-1).numpy()
-    plt = pyplot()
+
+    from matplotlib.image import imsave
 
     with written_atomically(out_dir / "error.png") as temporary:
-        plt.imsave(temporary, error, cmap="inferno", vmin=0.0, vmax=error_vmax)
+        imsave(temporary, error, cmap="inferno", vmin=0.0, vmax=error_vmax)
     plot_curves(result.metrics, out_dir / "curves.png")
     if result.embedding:
         plot_embedding(result.embedding, out_dir / "embedding.png")
@@ -574,10 +575,9 @@ def check_output_dir(out_dir: Path, overwrite: bool) -> None:
 
 def plot_curves(metrics: dict, path: Path) -> None:
     """PSNR over iterations and, where there is a filter, its learning rate over iterations."""
-    plt = pyplot()
 
     lrs = metrics.get("filter_lr_history")
-    fig, axes = plt.subplots(1, 2 if lrs else 1, figsize=(10 if lrs else 5, 3.6), squeeze=False)
+    fig, axes = new_figure(1, 2 if lrs else 1, figsize=(10 if lrs else 5, 3.6), squeeze=False)
     psnrs = np.array([np.nan if p is None else p for p in metrics["psnr_history"]], dtype=float)
     ax = axes[0, 0]
     ax.plot(np.arange(1, len(psnrs) + 1), psnrs, lw=1)
@@ -602,16 +602,14 @@ def plot_curves(metrics: dict, path: Path) -> None:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    plt.close(fig)
 
 
 def plot_embedding(embedding: dict[str, np.ndarray], path: Path) -> None:
     """A grid of embedding channels: one row of gamma, one of f(gamma) * gamma when filtered."""
-    plt = pyplot()
 
     rows = [key for key in ("gamma", "filtered") if key in embedding]
     count = len(embedding["channels"])
-    fig, axes = plt.subplots(len(rows), count, figsize=(1.6 * count, 1.4 * len(rows) + 0.3), squeeze=False)
+    fig, axes = new_figure(len(rows), count, figsize=(1.6 * count, 1.4 * len(rows) + 0.3), squeeze=False)
     for r, key in enumerate(rows):
         for c in range(count):
             ax = axes[r, c]
@@ -624,7 +622,6 @@ def plot_embedding(embedding: dict[str, np.ndarray], path: Path) -> None:
                 ax.set_ylabel("γ" if key == "gamma" else "f(γ)⊙γ")
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    plt.close(fig)
 
 
 def prepare_image(path: Optional[Path], factor: Optional[int]) -> LoadedImage:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -11,19 +10,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from rff_field.common.outputs import save_figure
-
-
-def pyplot():
-    """matplotlib's pyplot on the file-only Agg backend (set when first needed, not on import)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    # A title with a file name in a script the font lacks (e.g. Chinese) shows boxes; a warning per glyph adds nothing.
-    warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
-    return plt
+from rff_field.common.outputs import new_figure, save_figure
 
 
 def legend(ax, **kwargs) -> None:
@@ -79,7 +66,8 @@ def plot_crops(
         size: Crop side in pixels (default: half the short side; a quarter for ``flat``).
         flat: Crop the flattest region instead of the most detailed one.
     """
-    plt = pyplot()
+    from matplotlib.patches import Rectangle
+
     height, width = target.shape[:2]
     size = min(size or max(8, min(height, width) // (4 if flat else 2)), height, width)
     top, left = detail_window(target, size, flat)
@@ -91,14 +79,14 @@ def plot_crops(
             panels.append((label, _read_png(png), metrics, False))
     cols = min(6, len(panels))
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 2.9 * rows), squeeze=False)
+    fig, axes = new_figure(rows, cols, figsize=(2.4 * cols, 2.9 * rows), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, (label, image, metrics, full) in zip(axes.flat, panels):
         ax.axis("on")
         if full:
             _show(ax, image)
-            ax.add_patch(plt.Rectangle((left - 0.5, top - 0.5), size, size, fill=False, color="red", lw=1.2))
+            ax.add_patch(Rectangle((left - 0.5, top - 0.5), size, size, fill=False, color="red", lw=1.2))
         else:
             _show(ax, image[top : top + size, left : left + size])
         caption = label if metrics is None else f"{label}\n{_db(metrics['best_psnr'])} / {_db(metrics['psnr'])} dB"
@@ -107,7 +95,6 @@ def plot_crops(
     fig.suptitle(f"{title}: {kind} (best / final PSNR)" if title else f"{kind} (best / final PSNR)", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path, dpi=130)
-    plt.close(fig)
 
 
 def history_series(values: Optional[list]) -> tuple[np.ndarray, np.ndarray]:
@@ -124,10 +111,9 @@ def history_series(values: Optional[list]) -> tuple[np.ndarray, np.ndarray]:
 
 def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, title: str = "") -> None:
     """PSNR over iterations of every run, and the filter's learning rate of the filtered ones."""
-    plt = pyplot()
     runs = [r for r in runs if r[2] is not None]
     with_lr = [r for r in runs if r[2].get("filter_lr_history")]
-    fig, axes = plt.subplots(1, 2 if with_lr else 1, figsize=(13 if with_lr else 7, 4.2), squeeze=False)
+    fig, axes = new_figure(1, 2 if with_lr else 1, figsize=(13 if with_lr else 7, 4.2), squeeze=False)
     ax = axes[0, 0]
     colours = {}
     for label, _, metrics in runs:
@@ -150,18 +136,16 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
         legend(ax, fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    plt.close(fig)
 
 
 def plot_sweep(rows: list[dict], path: Path) -> None:
     """Best (solid) and final (dashed) PSNR over RFF sigma and over log-linear PE scale, averaged over images."""
-    plt = pyplot()
     panels = [
         ("rff_sigma", "RFF sigma", ("mlp-rff", "filtered-rff")),
         ("pe_scale", "log-linear PE scale", ("mlp-pe", "filtered-pe")),
     ]
     panels = [p for p in panels if any(r["method"] in p[2] for r in rows)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    fig, axes = new_figure(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (key, xlabel, methods) in zip(axes.flat, panels):
         for method, color in zip(methods, ("tab:blue", "tab:red")):
             mine = [r for r in rows if r["method"] == method]
@@ -181,7 +165,6 @@ def plot_sweep(rows: list[dict], path: Path) -> None:
     fig.suptitle(f"Robustness: {', '.join(images)}, {rows[0]['iters']} iterations", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    plt.close(fig)
 
 
 def _db(value) -> str:

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from rff_field.common.outputs import save_figure
+from rff_field.common.outputs import new_figure, save_figure
 
 # A three-quarter view from the front-right, slightly above; the normalised shapes face +z.
 DEFAULT_VIEW = (35.0, 20.0)
@@ -71,14 +71,10 @@ def save_panels(
     panels: Sequence[tuple[str, np.ndarray]], path: Path, columns: Optional[int] = None, title: Optional[str] = None
 ) -> Path:
     """Save images side by side (in rows of ``columns``) with a caption under each, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     columns = columns or len(panels)
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(2.6 * columns, 2.8 * rows + (0.3 if title else 0)), squeeze=False)
+    fig, axes = new_figure(rows, columns, figsize=(2.6 * columns, 2.8 * rows + (0.3 if title else 0)), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, (caption, image) in zip(axes.flat, panels):
@@ -90,5 +86,4 @@ def save_panels(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)
-    plt.close(fig)
     return path

@@ -375,3 +375,19 @@ def test_curves_of_a_fit_without_a_finite_psnr_say_why(tmp_path, monkeypatch, va
     metrics = {"method": "mlp-pe", "image": "black", "best_psnr": value, "psnr_history": [value] * 3}
     fit.plot_curves(metrics, tmp_path / "curves.png")
     assert len(texts) == 1 and reason in texts[0]
+
+
+def test_writing_figures_keeps_the_callers_matplotlib_backend_and_warning_filters(tmp_path):
+    import warnings
+
+    import matplotlib
+
+    earlier = matplotlib.get_backend()
+    matplotlib.use("svg")  # as a notebook's inline backend: a caller's choice
+    try:
+        run_fit(None, tmp_path / "fit", small("filtered-pe", iters=2), progress=False, notify=lambda message: None)
+        assert matplotlib.get_backend() == "svg"
+        assert not any(pattern is not None and "Glyph" in pattern.pattern for _, pattern, *_ in warnings.filters)
+        assert (tmp_path / "fit" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    finally:
+        matplotlib.use(earlier)
