@@ -49,6 +49,7 @@ from rff_field.common.outputs import (
     write_text,
 )
 from rff_field.common.stopping import FitInterrupted
+from rff_field.common.torch_state import restores_torch_state
 from rff_field.core.errors import UsageError, check_fields
 
 NERF_OWN_FILES = ("runs", "nerfstudio", "timing-*.json", "eval-timing.json", "results.*", "*.png")
@@ -488,6 +489,7 @@ class HashGridTiming:
     overwrite: bool = False
     """Replace hash_grid.json and hash_grid.md of an earlier run in --dest."""
 
+    @restores_torch_state
     def main(self) -> dict:
         """Measure and write the table; returns the result."""
         from nerfstudio.field_components.encodings import HashEncoding
@@ -500,7 +502,7 @@ class HashGridTiming:
                 f"--log2-hashmap-size {self.log2_hashmap_size} asks for over 2^30 entries per level; use 30 or less"
             )
         check_output_files(self.dest, ("hash_grid.json", "hash_grid.md"), self.overwrite, "--dest")
-        torch.manual_seed(0)
+        torch.default_generator.manual_seed(0)  # restored after main: a caller's randomness is kept
         args = dict(num_levels=self.levels, min_res=16, max_res=64,
                     log2_hashmap_size=self.log2_hashmap_size, implementation="torch")  # fmt: skip
         encodings = {"nerfstudio": HashEncoding(**args), "rff_field": TorchHashEncoding(**args)}
@@ -759,5 +761,4 @@ class NerfReport:
                 ax.imshow(Image.open(path), interpolation="nearest")
                 ax.set_title(f"{view}: {title}" if col == 0 else title, fontsize=8)
                 ax.axis("off")
-        fig.tight_layout()
         save_figure(fig, self.dest / self.figure_name, dpi=110)

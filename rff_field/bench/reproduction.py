@@ -257,7 +257,6 @@ def plot_sigma(runs: dict, images: list[str], iters: int, path: Path, image: str
             ax.grid(alpha=0.3)
             legend(ax, fontsize=8)
         fig.suptitle(f"3x64 INR, {iters} iterations")
-        fig.tight_layout()
         save_figure(fig, path, dpi=120)
     return drawn
 
@@ -287,7 +286,6 @@ def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, legend_
     ax.set_title(title)
     ax.grid(alpha=0.3)
     legend(ax, fontsize=legend_size)
-    fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
 
@@ -320,7 +318,6 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
         axes[1].set_xlabel("iteration")
         axes[1].set_title("filter learning rate actually set")
         legend(axes[1], fontsize=7)
-        fig.tight_layout()
         save_figure(fig, path, dpi=120)
     return drawn
 
@@ -367,7 +364,7 @@ def plot_budget(runs: dict, iters: int, path: Path) -> bool:
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines()}
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 6), fontsize=8)
     fig.suptitle(f"The paper's budget: {iters} iterations, Kodak x4, 3x64 INR")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.get_layout_engine().set(rect=(0, 0.08, 1, 1))
     save_figure(fig, path, dpi=120)
     return True
 

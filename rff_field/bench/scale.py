@@ -480,7 +480,6 @@ def plot(summary: dict, path: Path) -> None:
     ax.grid(alpha=0.3)
     if summary["long"]:
         ax.legend(fontsize=7, loc="lower right")  # "best" searches every point of the 20k curves
-    fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
 
@@ -511,5 +510,4 @@ def plot_long_variants(summary: dict, path: Path) -> None:
         ax.set_title(f"{key[2]}, {key[0].split('-')[0]} {key[1]}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
     save_figure(fig, path, dpi=120)

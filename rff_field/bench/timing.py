@@ -155,13 +155,13 @@ class FilterTiming:
         check_output_files(self.dest, ("padding.json", "padding.md"), self.overwrite, "--dest")
         device = resolve_device(self.device, fallback="cpu")
         torch.set_num_threads(self.threads)
-        torch.manual_seed(0)
+        torch.default_generator.manual_seed(0)  # the CPU's generator alone: the decorator restores it
         padded_multiple = filter_module.PAD_MULTIPLE
         rows = []
         try:
             for dim in self.widths:
                 layer = BiasFreeFilter(dim).to(device)
-                x, upstream = (torch.randn(self.samples, dim, device=device) for _ in range(2))
+                x, upstream = (torch.randn(self.samples, dim).to(device) for _ in range(2))
                 times: dict[int, list[float]] = {1: [], padded_multiple: []}
                 for _ in range(self.rounds + 1):  # the first round warms up
                     for multiple in times:

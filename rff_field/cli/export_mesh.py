@@ -49,9 +49,10 @@ class ExportMesh:
         """Raise :class:`UsageError` for options that cannot work, before anything is loaded."""
         fit = self.load_config if self.load_config.is_dir() else self.load_config.parent
         if (fit / "config.json").is_file() and (fit / "history.npz").is_file():
+            again = f"; to extract it again (e.g. on a finer grid) run: rff-sdf mesh --fit {shlex.quote(str(fit))}"
             raise UsageError(
-                f"{fit} holds an rff-sdf fit, not an ns-train run: its mesh is {fit / 'mesh.ply'}; to extract it "
-                f"again (e.g. on a finer grid) run: rff-sdf mesh --fit {shlex.quote(str(fit))}"
+                f"{fit} holds an rff-sdf fit, not an ns-train run: its mesh is {fit / 'mesh.ply'}"
+                + (again if (fit / "model.pt").is_file() else " (its weights were not saved: --no-save-model)")
             )
         if self.load_config.is_dir():
             raise UsageError(

@@ -63,12 +63,12 @@ def free_bytes(folder: Path) -> float:
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, figsize: Optional[tuple[float, float]] = None, **kwargs: Any) -> Any:
-    """A matplotlib figure and its axes (``Figure.subplots(nrows, ncols, **kwargs)``), made without pyplot: no
-    backend is switched and nothing is registered, so a caller's own plots (a notebook's inline ones) stay as they
-    were."""
+    """A matplotlib figure and its axes (``Figure.subplots(nrows, ncols, **kwargs)``), laid out tightly when saved,
+    made without pyplot: no backend is switched and nothing is registered, so a caller's own plots (a notebook's
+    inline ones) stay as they were."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=figsize)
+    figure = Figure(figsize=figsize, layout="tight")
     return figure, figure.subplots(nrows, ncols, **kwargs)
 
 

@@ -18,27 +18,36 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
 
 @contextlib.contextmanager
 def precision_scope(precision: Precision) -> Iterator[None]:
-    """Set CUDA's TensorFloat-32 switches for ``tf32`` (off for the others) and restore them afterwards, through
-    torch's ``fp32_precision`` settings where it has them (mixing them with the older ``allow_tf32`` flags makes
-    torch refuse to read either)."""
+    """Set CUDA's TensorFloat-32 switches for ``tf32`` (off for the others) and restore them afterwards.
+
+    torch has two sets of switches, the ``allow_tf32`` flags and the newer ``fp32_precision`` settings, and refuses to
+    read the flags once the two disagree (as torch.compile does). So the flags are used, as nerfstudio and the
+    compiler read them, unless the caller has set the newer ones; afterwards both are as the caller left them.
+    """
     tf32 = precision == "tf32"
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    newer = None
     if hasattr(matmul, "fp32_precision") and hasattr(getattr(cudnn, "conv", None), "fp32_precision"):
-        saved = matmul.fp32_precision, cudnn.conv.fp32_precision
+        inherited = torch.backends.fp32_precision  # what a setting of "none" follows
+        newer = tuple("none" if value == inherited else value for value in (matmul.fp32_precision,
+                                                                            cudnn.conv.fp32_precision))  # fmt: skip
+    try:
+        flags = matmul.allow_tf32, cudnn.allow_tf32
+    except RuntimeError:  # the caller set the newer settings
+        flags = None
+    if flags is not None:
+        matmul.allow_tf32, cudnn.allow_tf32 = tf32, tf32 or flags[1]
+    else:
         matmul.fp32_precision = "tf32" if tf32 else "ieee"
-        cudnn.conv.fp32_precision = "tf32" if tf32 else saved[1]
-        try:
-            yield
-        finally:
-            matmul.fp32_precision, cudnn.conv.fp32_precision = saved
-        return
-    saved = matmul.allow_tf32, cudnn.allow_tf32
-    matmul.allow_tf32 = tf32
-    cudnn.allow_tf32 = tf32 or saved[1]
+        if tf32:
+            cudnn.conv.fp32_precision = "tf32"
     try:
         yield
     finally:
-        matmul.allow_tf32, cudnn.allow_tf32 = saved
+        if flags is not None:
+            matmul.allow_tf32, cudnn.allow_tf32 = flags
+        if newer is not None:
+            matmul.fp32_precision, cudnn.conv.fp32_precision = newer
 
 
 def autocast(precision: Precision, device: torch.device, cache: bool = True) -> contextlib.AbstractContextManager:

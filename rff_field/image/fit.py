@@ -600,7 +600,6 @@ def plot_curves(metrics: dict, path: Path) -> None:
         if min(lrs) > 0:
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
-    fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
 
@@ -620,7 +619,6 @@ def plot_embedding(embedding: dict[str, np.ndarray], path: Path) -> None:
                 ax.set_title(f"ch {int(embedding['channels'][c])}", fontsize=8)
             if c == 0:
                 ax.set_ylabel("γ" if key == "gamma" else "f(γ)⊙γ")
-    fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
 

@@ -93,7 +93,6 @@ def plot_crops(
         ax.set_title(caption, fontsize=8)
     kind = "flat-region crops" if flat else "crops"
     fig.suptitle(f"{title}: {kind} (best / final PSNR)" if title else f"{kind} (best / final PSNR)", fontsize=10)
-    fig.tight_layout()
     save_figure(fig, path, dpi=130)
 
 
@@ -134,7 +133,6 @@ def plot_bench_curves(runs: list[tuple[str, Path, Optional[dict]]], path: Path, 
         ax.set_title("filter learning rate")
         ax.grid(alpha=0.3)
         legend(ax, fontsize=7)
-    fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
 
@@ -163,7 +161,6 @@ def plot_sweep(rows: list[dict], path: Path) -> None:
         legend(ax, fontsize=8)
     images = sorted({r["image"] for r in rows})
     fig.suptitle(f"Robustness: {', '.join(images)}, {rows[0]['iters']} iterations", fontsize=10)
-    fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
 

@@ -113,15 +113,15 @@ def transparent_images_notice(config: VanillaPipelineConfig) -> Optional[str]:
     if not isinstance(config.datamanager.dataparser, NerfstudioDataParserConfig):
         return None
     data = dataset_path(config)
-    transforms = Path(data) if Path(data).suffix == ".json" else Path(data) / "transforms.json"
     try:
+        transforms = Path(data) if Path(data).suffix == ".json" else Path(data) / "transforms.json"
         first = transforms.parent / json.loads(transforms.read_text())["frames"][0]["file_path"]
         with Image.open(first) as image:
-            transparent = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
+            alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
+            if not alpha or image.convert("RGBA").getchannel("A").getextrema()[0] == 255:
+                return None  # no alpha channel, or one that is opaque everywhere
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None  # the checks before training name what is wrong with the capture
-    if not transparent:
-        return None
     return (
         f"the capture's images have an alpha channel (e.g. {first.name}), which nerfstudio composites on black for the "
         "loss, so the field learns black where they are transparent; to learn empty space there, pass "

@@ -82,7 +82,6 @@ def save_panels(
         ax.set_title(caption, fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)

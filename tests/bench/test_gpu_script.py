@@ -52,7 +52,7 @@ def test_a_call_cut_by_its_limit_packs_what_finished_and_exits_with_the_runs_sta
     env = {**os.environ, "OUT": str(out), "PYTHON": str(tmp_path / "python"), "LIMIT_S": "2"}
     call = ["bash", str(repo / "scripts" / "gpu_nerf_call.sh"), "1"]
     result = subprocess.run(call, capture_output=True, text=True, env=env, timeout=60)
-    assert result.returncode == 124 and "stopped after LIMIT_S=2 s" in result.stdout
+    assert result.returncode == 75 and "stopped at LIMIT_S=2 s" in result.stdout
     with tarfile.open(out / "gpu-nerf.tgz") as packed:
         assert packed.getnames() == [
             "outputs/gpu-nerf", "outputs/gpu-nerf/runs", "outputs/gpu-nerf/runs/filter",

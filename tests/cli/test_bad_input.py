@@ -211,6 +211,9 @@ def test_export_mesh_of_an_sdf_fit_names_its_mesh_and_rff_sdf_mesh(tmp_path, mon
     for given in (fit, fit / "config.json"):
         code, err = run(export_mesh.entrypoint, ["--load-config", given], monkeypatch, capsys)
         assert code == 2 and "holds an rff-sdf fit" in err and "rff-sdf mesh --fit '" in err, err
+    (fit / "model.pt").unlink()  # fitted with --no-save-model: rff-sdf mesh could not extract it again
+    code, err = run(export_mesh.entrypoint, ["--load-config", fit], monkeypatch, capsys)
+    assert code == 2 and "its weights were not saved" in err and "rff-sdf mesh" not in err
 
 
 def test_animations_and_bad_variants_are_named(tmp_path, monkeypatch, capsys):

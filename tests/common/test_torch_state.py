@@ -17,13 +17,16 @@ def _draws_after(call) -> torch.Tensor:
     return torch.rand(4)
 
 
-def test_seeded_blocks_give_the_seed_inside_and_the_callers_state_after():
+def test_seeded_blocks_give_the_seed_inside_and_the_callers_state_after(monkeypatch):
     torch.manual_seed(7)
     expected_after = torch.rand(3)
     torch.manual_seed(7)
+    reseeded = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", reseeded.append)  # what torch.manual_seed calls for CUDA
     with seeded(0):
         inside = torch.rand(3)
-    assert torch.equal(torch.rand(3), expected_after)
+    assert torch.equal(torch.rand(3), expected_after) and not reseeded  # a caller's CUDA generators untouched
+    monkeypatch.undo()
     torch.manual_seed(0)
     assert torch.equal(inside, torch.rand(3))
 

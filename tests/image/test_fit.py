@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from rff_field.cli import image as cli
-from rff_field.common.precision import PRECISIONS
 from rff_field.core.optim import LineSearchConfig
 from rff_field.image.data import UsageError
 from rff_field.image.fit import IMAGE_METHODS, FitConfig, fit_image, prepare_image, run_fit
@@ -295,21 +294,51 @@ def test_bf16_autocast_trains_and_stays_finite():
     assert result.reconstruction.dtype == torch.float32
 
 
-def test_a_users_precision_setting_of_the_newer_api_is_kept_and_stays_readable():
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
-    if not hasattr(matmul, "fp32_precision"):
-        pytest.skip("this torch has only the allow_tf32 flags")
-    before = matmul.fp32_precision, conv.fp32_precision
+PRECISION_CHECK = """
+import torch
+from rff_field.common.precision import precision_scope
+matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+
+
+def state():
+    views = {"newer": lambda: (torch.backends.fp32_precision, matmul.fp32_precision, cudnn.conv.fp32_precision),
+             "flags": lambda: (matmul.allow_tf32, cudnn.allow_tf32)}
     try:
-        matmul.fp32_precision = "tf32"  # a user's choice, through the API that torch asks for
-        for precision in PRECISIONS:
-            fit_image(smooth_image(8), small("mlp-pe", iters=2, precision=precision), progress=False)
-            assert matmul.fp32_precision == "tf32"
-    finally:
-        matmul.fp32_precision, conv.fp32_precision = before
-    fit_image(smooth_image(8), small("mlp-pe", iters=2, precision="tf32"), progress=False)
-    assert (matmul.fp32_precision, conv.fp32_precision) == before
-    assert torch.get_float32_matmul_precision() in ("highest", "high", "medium")  # no mix of the two APIs left
+        return {name: view() for name, view in views.items()}
+    except RuntimeError:  # torch refuses to read the flags when the two sets disagree
+        return "mixed"
+
+
+exec(SETUP)
+before = state()
+for precision in ("fp32", "tf32", "bf16") if SCOPES else ():
+    with precision_scope(precision):
+        inside = state()
+    print(precision, inside != "mixed" or before == "mixed", state() == before)
+torch.backends.fp32_precision = "ieee"  # a later choice of the caller reaches the matmuls as it would without fits
+print("later", matmul.fp32_precision)
+"""
+
+
+@pytest.mark.parametrize(
+    "setup",
+    ["", "matmul.allow_tf32 = True", "torch.set_float32_matmul_precision('high')", "matmul.fp32_precision = 'tf32'",
+     "torch.backends.fp32_precision = 'tf32'"],
+)  # fmt: skip
+def test_precision_scopes_restore_both_sets_of_tf32_switches_and_keep_them_readable(setup):
+    import subprocess
+
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("this torch has only the allow_tf32 flags")
+    outputs = []
+    for scopes in (True, False):
+        code = PRECISION_CHECK.replace("exec(SETUP)", setup or "pass").replace("SCOPES", str(scopes))
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        outputs.append(result.stdout.split())
+    with_scopes, without = outputs
+    assert with_scopes[:-1] == ["fp32", "True", "True", "tf32", "True", "True", "bf16", "True", "True", "later"]
+    assert with_scopes[-1] == without[-1]
 
 
 def test_tf32_restores_the_switches_and_bad_precision_is_refused():
@@ -382,12 +411,19 @@ def test_writing_figures_keeps_the_callers_matplotlib_backend_and_warning_filter
 
     import matplotlib
 
+    from rff_field.image.fit import plot_curves
+
     earlier = matplotlib.get_backend()
     matplotlib.use("svg")  # as a notebook's inline backend: a caller's choice
     try:
         run_fit(None, tmp_path / "fit", small("filtered-pe", iters=2), progress=False, notify=lambda message: None)
         assert matplotlib.get_backend() == "svg"
         assert not any(pattern is not None and "Glyph" in pattern.pattern for _, pattern, *_ in warnings.filters)
+        with warnings.catch_warnings(record=True) as caught:  # a name in a script the font lacks: boxes, no warnings
+            warnings.simplefilter("always")
+            plot_curves({"method": "mlp-pe", "image": "\u56fe\u50cf", "best_psnr": 20.0, "psnr_history": [20.0]},
+                        tmp_path / "curves.png")  # fmt: skip
+        assert not [w for w in caught if "Glyph" in str(w.message)] and (tmp_path / "curves.png").is_file()
         assert (tmp_path / "fit" / "curves.png").read_bytes()[:4] == b"\x89PNG"
     finally:
         matplotlib.use(earlier)

@@ -433,7 +433,13 @@ def test_a_capture_of_transparent_images_names_the_background_that_learns_them(c
     transparent = _copy(capture, tmp_path)
     for path in transparent.rglob("*.png"):
         with Image.open(path) as image:
-            image.convert("RGBA").save(path)
+            image.convert("RGBA").save(path)  # opaque everywhere: nothing to say
+    assert transparent_images_notice(trainer(transparent, "last_sample").pipeline) is None
+    for path in transparent.rglob("*.png"):
+        with Image.open(path) as image:
+            pixels = np.array(image)
+        pixels[0, 0, 3] = 0
+        Image.fromarray(pixels).save(path)
     config = trainer(transparent, "last_sample")
     config.print_to_terminal()
     out = capsys.readouterr().out.replace("\n", "")
