@@ -178,7 +178,8 @@ class RFFTrainerConfig(TrainerConfig):
         exit_on_usage_error(self.check_run_folder)
         report_divergence_in_one_line()
         super().print_to_terminal()
-        for notice in (object_in_void_sampling_notice(self.pipeline), transparent_images_notice(self.pipeline)):  # type: ignore[arg-type]
+        pipeline: VanillaPipelineConfig = self.pipeline  # type: ignore[assignment]
+        for notice in (object_in_void_sampling_notice(pipeline), transparent_images_notice(pipeline)):
             if notice is not None:
                 CONSOLE.print(f"[yellow]Notice: {notice}.[/yellow]", soft_wrap=True)
 

@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from rff_field.common.progress import print_note
 from rff_field.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -228,14 +229,9 @@ def load_mesh(
         raise UsageError(f"{path} is degenerate: all its triangles have zero area; give a mesh with a surface")
     if extent.min() <= 1e-9 * max(extent.max(), 1e-30):
         raise UsageError(f"{path} is flat (extent {extent.tolist()}), so it bounds no volume; give a closed solid")
-    notify = notify or (lambda message: print(f"note: {path.name}: {message}"))
     if fill_holes:
-        open_edges, added = edge_counts(np.asarray(mesh.triangles))[0], -len(mesh.triangles)
+        open_edges, triangles = edge_counts(np.asarray(mesh.triangles))[0], len(mesh.triangles)
         mesh = _fill_holes(mesh)
-        added += len(mesh.triangles)
-        if open_edges and not edge_counts(np.asarray(mesh.triangles))[0]:
-            notify(f"--fill-holes closed {open_edges} boundary edges with {added} triangles; check the mesh if the "
-                   "openings were meant to be there")  # fmt: skip
     boundary, nonmanifold = edge_counts(np.asarray(mesh.triangles))
     if boundary or nonmanifold:
         what = f"{boundary} boundary edges (holes)" if boundary else f"{nonmanifold} non-manifold edges"
@@ -248,6 +244,10 @@ def load_mesh(
             f"{path} is not watertight: {what}, so inside and outside are undefined and signed distances would be "
             f"wrong; {hint}"
         )
+    notify = notify or (lambda message: print_note(f"{path.name}: {message}"))
+    if fill_holes and open_edges:
+        notify(f"--fill-holes closed {open_edges} boundary edges with {len(mesh.triangles) - triangles} triangles; "
+               "check the mesh if the openings were meant to be there")  # fmt: skip
     return merge_overlapping_parts(mesh, notify)
 
 
