@@ -31,7 +31,6 @@ export PYTHONUNBUFFERED=1
     fi
     echo "rc=$rc"
 } > "$OUT/gpu-nerf.log" 2>&1
-rc=$(sed -n 's/^rc=//p' "$OUT/gpu-nerf.log" | tail -1)
 [ -d "$RUN" ] && tar czf "$OUT/gpu-nerf.tgz" --exclude='*.ckpt' --exclude='.running' "$RUN"
 tail -20 "$OUT/gpu-nerf.log"
-exit "${rc:-1}"
+exit "$rc"  # set inside the braces: they redirect, but run in this shell
