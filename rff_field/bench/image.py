@@ -621,6 +621,9 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
 # ----------------------------------------------------------------------------------------------------------------
 # Summaries
 
+MARKED_MEAN_KEYS = ("psnr", "best_psnr", "ssim", "lpips")
+"""Quality means that results.md marks when some of a row's images had no finite value."""
+
 SUMMARY_KEYS = ("psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter", "num_params", "num_filter_params",
                 "params_per_value", "embedding_dim")  # fmt: skip
 
@@ -665,8 +668,12 @@ def run_summary(metrics: dict) -> dict:
     return row
 
 
+def _finite(values: list) -> list:
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
 def _mean(values: list) -> Optional[float]:
-    values = [v for v in values if v is not None and math.isfinite(v)]
+    values = _finite(values)
     return float(np.mean(values)) if values else None
 
 
@@ -692,6 +699,9 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
             mine = [r for r in rows if r["label"] == label]
             means[label] = {key: _mean([r[key] for r in mine]) for key in SUMMARY_KEYS}
             means[label]["images"] = len(mine)
+            # an exact fit's infinite PSNR, a diverged fit's NaN or a missing LPIPS leaves a mean over fewer images
+            counts = {key: len(_finite([r[key] for r in mine])) for key in MARKED_MEAN_KEYS}
+            means[label]["values_counted"] = {key: n for key, n in counts.items() if 0 < n < len(mine)}
             means[label]["variant"] = mine[0]["variant"]
             widths = sorted({r["hidden_features"] for r in mine})  # a matched variant's width depends on the image
             means[label]["hidden_features"] = widths[0] if len(widths) == 1 else widths
@@ -734,6 +744,14 @@ def _fmt(value: Optional[float], digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def _mean_cell(means: dict, key: str, digits: int = 2) -> str:
+    """A mean of the means table, with "(n of m)" when only n of the row's m images had a finite value."""
+    counted = means.get("values_counted", {}).get(key)
+    if counted is None:
+        return _fmt(means[key], digits)
+    return f"{_fmt(means[key], digits)} ({counted} of {means['images']})"
+
+
 def format_count(value: Optional[float]) -> str:
     """A parameter count with thousands separators ("–" when missing)."""
     return "–" if value is None else f"{int(round(value)):,}"
@@ -758,7 +776,8 @@ def results_markdown(summary: dict) -> str:
         "PSNR: final (after the last step) and best (over iterations, the paper's measure), in dB; SSIM and LPIPS "
         "on the final reconstruction (LPIPS – when its weights were unavailable); s/it: seconds per iteration; "
         "params/value: trainable parameters per fitted pixel value. Means are over the images a row has finished "
-        "(column `images`): compare rows with the same count.",
+        "(column `images`): compare rows with the same count. A mean marked (n of m) is over the n images with a "
+        "finite value: an exact fit's PSNR is infinite, a diverged fit's NaN.",
     ]
     if len(summary["machines"]) > 1:
         lines += ["", "The runs come from several machines: each s/it is that run's own wall time on its machine, so "
@@ -785,7 +804,8 @@ def results_markdown(summary: dict) -> str:
                 )
                 lines.append(
                     f"| {label}{mark} | `{m['variant']}` ({width}) | {m['images']} | "
-                    f"{_fmt(m['psnr'])} | {_fmt(m['best_psnr'])} | {_fmt(m['ssim'], 4)} | {_fmt(m['lpips'], 4)} | "
+                    f"{_mean_cell(m, 'psnr')} | {_mean_cell(m, 'best_psnr')} | {_mean_cell(m, 'ssim', 4)} | "
+                    f"{_mean_cell(m, 'lpips', 4)} | "
                     f"{_fmt(m['seconds_per_iter'], 4)} | {format_count(m['num_params'])} | "
                     f"{format_count(m['num_filter_params'])} | {_fmt(m['params_per_value'], 3)} |"
                 )

@@ -244,6 +244,15 @@ def test_bench_runs_resumes_and_summarises(image_folder, tmp_path, capsys):
     figures = sorted(path.name for path in out.glob("*.png"))
     assert figures == ["crops_flat_two.png", "crops_two.png", "curves_two.png"]  # the earlier summary's are gone
 
+    exact = json.loads(metrics_file.read_text()) | {"psnr": None, "best_psnr": None}  # as an exact fit stores them
+    metrics_file.write_text(json.dumps(exact))
+    stored = run_bench(tiny_bench(image_folder, out, sweep_names=(), summarize_only=True))
+    other = json.loads((out / "runs/two/mlp-pe/metrics.json").read_text())
+    means = stored["groups"]["main"]["means"]["mlp-pe"]
+    assert means["psnr"] == pytest.approx(other["psnr"]) and means["values_counted"] == {"psnr": 1, "best_psnr": 1}
+    row = next(line for line in (out / "results.md").read_text().splitlines() if line.startswith("| mlp-pe |"))
+    assert row.count("(1 of 2)") == 2
+
 
 def test_shard_and_single_job(image_folder, tmp_path):
     out = tmp_path / "out"
