@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.core.encodings import Encoding, PositionalEncoding, RandomFourierEncoding
+from rff_field.core.encodings import Encoding, PositionalEncoding, RandomFourierEncoding, check_input_width
 from rff_field.core.errors import UsageError
 
 
@@ -86,13 +86,8 @@ class SapeMLP(nn.Module):
         self.register_buffer("error_count", torch.zeros(self.res * self.res))
         self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # progression steps taken
         self.block_iterations = 1
-        self._version = 0
+        self.out_dim = out_dim
         self._cache: Optional[tuple] = None
-        self.register_load_state_dict_post_hook(SapeMLP._forget_masks)  # type: ignore[attr-defined]
-
-    def _forget_masks(self, incompatible_keys) -> None:
-        """A loaded state (a checkpoint, the last finite state) has its own levels: the cached masks are stale."""
-        self._version += 1
 
     def configure(self, total_iterations: int) -> None:
         """Spread the progression over the first half of training, as the authors' image task does."""
@@ -118,20 +113,29 @@ class SapeMLP(nn.Module):
         return per_block[:, self.block_of]
 
     def forward(self, coords: Float[Tensor, "*bs 2"]) -> Float[Tensor, "*bs out_dim"]:
+        check_input_width(self.encoding, coords)
         flat = coords.reshape(-1, 2)
-        cache = self._cache
-        key = (self._version, coords._version)  # the grid's state and the coordinates' (changed in place?)
-        if cache is not None and cache[0] is coords and cache[1] == key:
-            gamma, mask = cache[2], cache[3]
+        if coords.requires_grad and torch.is_grad_enabled():
+            # derivatives with respect to the coordinates go through the embedding; the mask is a schedule
+            gamma, mask = self.encoding(flat), self.channel_mask(flat.detach())
         else:
-            with torch.no_grad():
-                gamma = self.encoding(flat)
-                mask = self.channel_mask(flat)
-            self._cache = (coords, key, gamma, mask)
+            gamma, mask = self._cached_embedding(coords, flat)
         features = gamma * mask
         if self.identity:
             features = torch.cat([flat, features], dim=-1)
-        return self.mlp(features).reshape(*coords.shape[:-1], -1)
+        return self.mlp(features).reshape(*coords.shape[:-1], self.out_dim)
+
+    def _cached_embedding(self, coords: Tensor, flat: Tensor) -> tuple[Tensor, Tensor]:
+        """The embedding and mask of ``coords``, computed once while neither they nor the buffers (the grid's levels,
+        the frequencies; replaced by ``functional_call`` or changed in place) change."""
+        inputs = (self.level, self.block_of, *self.encoding.buffers())
+        key = (coords._version, *((id(buffer), buffer._version) for buffer in inputs))
+        if self._cache is not None and self._cache[0] is coords and self._cache[1] == key:
+            return self._cache[2], self._cache[3]
+        with torch.no_grad():
+            gamma, mask = self.encoding(flat), self.channel_mask(flat)
+        self._cache = (coords, key, gamma, mask)
+        return gamma, mask
 
     @torch.no_grad()
     def observe_error(self, error: Float[Tensor, " N"], coords: Float[Tensor, "N 2"]) -> None:
@@ -154,7 +158,6 @@ class SapeMLP(nn.Module):
         self.updates += 1
         self.error_sum.zero_()
         self.error_count.zero_()
-        self._version += 1
 
     def summary(self) -> dict:
         """Progression state: mean fraction of frequency blocks revealed, fraction of cells still progressing."""

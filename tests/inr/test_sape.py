@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.func import functional_call
 
 from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
+from rff_field.core.errors import UsageError
 from rff_field.image.data import pixel_coordinates
 from rff_field.inr.config import NetworkConfig, build_network
 from rff_field.inr.sape import SapeMLP, channel_frequencies
@@ -28,7 +30,6 @@ def test_blocks_start_hidden_and_the_input_is_always_visible():
     mask = model.channel_mask(coords)
     assert mask.shape == (36, 8) and float(mask.abs().sum()) == 0.0
     model.level.fill_(2)
-    model._version += 1
     mask = model.channel_mask(coords)
     lowest_two = model.block_of <= 2
     assert torch.allclose(mask[:, lowest_two], torch.ones(1)) and float(mask[:, ~lowest_two].sum()) == 0.0
@@ -64,10 +65,40 @@ def test_build_network_sape_variants():
 def test_the_embedding_cache_follows_the_coordinates_and_float64_works():
     model = SapeMLP(RandomFourierEncoding(2, 4, 5.0), 3, 16, 1, res=8)
     model.level.fill_(4)
-    model._version += 1
     coords = pixel_coordinates(6, 6)
     model(coords)  # cached for these coordinates
     coords.mul_(0.5)  # changed in place: the cache must not answer for them
     assert torch.equal(model(coords), model(coords.clone()))
     double = model.double()
     assert double(coords.double()).dtype == torch.float64
+
+
+def test_the_cache_follows_the_buffers_and_gradients_reach_the_coordinates():
+    model = SapeMLP(RandomFourierEncoding(2, 4, 5.0), 1, 16, 1, res=8)
+    model.level.fill_(4)
+    coords = pixel_coordinates(6, 6)
+    cached = model(coords)
+    doubled = {"encoding.B": 2 * model.encoding.B}
+    assert torch.equal(functional_call(model, doubled, (coords,)), functional_call(model, doubled, (coords.clone(),)))
+    assert not torch.equal(functional_call(model, doubled, (coords,)), cached)
+    model.level.zero_()  # changed in place, as a loaded checkpoint does
+    assert torch.equal(model(coords), model(coords.clone()))
+
+    point = torch.tensor([[0.3, -0.2]], dtype=torch.float64)
+    model.level.fill_(4)
+    model = model.double()
+    (gradient,) = torch.autograd.grad(model(point.requires_grad_()).sum(), point)
+    step = 1e-6
+    for axis in range(2):
+        offset = torch.zeros_like(point)
+        offset[0, axis] = step
+        with torch.no_grad():
+            difference = (model(point + offset) - model(point - offset)).item() / (2 * step)
+        assert gradient[0, axis].item() == pytest.approx(difference, rel=1e-4, abs=1e-6)
+
+
+def test_inputs_of_the_wrong_width_or_none_at_all():
+    model = SapeMLP(RandomFourierEncoding(2, 4, 5.0), 3, 16, 1, res=8)
+    with pytest.raises(UsageError, match="2-dimensional coordinates"):
+        model(torch.rand(6, 4))
+    assert model(torch.rand(0, 2)).shape == (0, 3)
