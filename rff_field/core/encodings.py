@@ -149,7 +149,10 @@ class RandomFourierEncoding(Encoding):
     ) -> Float[Tensor, "*bs output_dim"]:
         del covs
         check_input_width(self, in_tensor)
-        phase = 2 * math.pi * in_tensor @ self.B.T
+        dtype = torch.promote_types(in_tensor.dtype, self.B.dtype)
+        with torch.autocast(in_tensor.device.type, enabled=False):
+            # autocast would take the product in 16 bits, which resolves a phase of ~100 rad only to ~1 rad
+            phase = 2 * math.pi * in_tensor.to(dtype) @ self.B.T.to(dtype)
         features = [torch.sin(phase), torch.cos(phase)]
         if self.include_input:
             features.insert(0, in_tensor)

@@ -74,3 +74,13 @@ def test_encodings_accept_covs_and_batch_dims():
     for enc in (PositionalEncoding(3, 4, 8.0), RandomFourierEncoding(3, 4, 2.0)):
         out = enc(torch.rand(2, 5, 3), covs=None)
         assert out.shape == (2, 5, enc.get_out_dim())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rff_phases_stay_in_full_precision_under_autocast(dtype):
+    encoding = RandomFourierEncoding(2, 64, 10.0)
+    coords = torch.rand(500, 2) * 2 - 1
+    expected = encoding(coords)
+    with torch.autocast("cpu", dtype=dtype):
+        features = encoding(coords)
+    assert features.dtype == torch.float32 and torch.equal(features, expected)
