@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from typing import Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Literal, NamedTuple, Optional, Sequence, Union
 
 import torch
 from jaxtyping import Float
@@ -188,6 +188,8 @@ def batch_slopes(batches: Sequence[SlopeBatch], num_groups: int, device: torch.d
         for slot, product in zip(batch.slots, products):
             per_group[slot].append(product.sum(dtype=torch.float64))
     zero = torch.zeros((), dtype=torch.float64, device=device)
+    if not per_group:  # no groups: an INR whose parameters are all frozen
+        return zero.new_zeros(0)
     return torch.stack([torch.stack(sums).sum() if sums else zero for sums in per_group])
 
 
@@ -389,7 +391,7 @@ class FilterLineSearch:
                 found |= ids
         if not self._filter_ids <= found:
             raise UsageError("the filter's parameters are not all held by the given optimizers")
-        if not self._inr_ids & found:
+        if self._inr_ids and not self._inr_ids & found:  # none at all: a frozen INR, whose step is zero
             raise UsageError("no INR parameter is held by the given optimizers; pass every optimizer that steps the "
                              "model (the rule weighs the filter's step against the INR's)")  # fmt: skip
         self._rates = [tensor_learning_rate(opt, group) for opt, group in self._filter_groups]
@@ -397,6 +399,14 @@ class FilterLineSearch:
     def _reloaded(self, optimizer: Optimizer) -> None:
         # load_state_dict replaces the parameter groups: the rate must be set in the new ones
         self._find_groups()
+
+    def __reduce_ex__(self, protocol: object) -> Any:
+        # copied or unpickled optimizers drop their step hooks, and loss_fn would still read the original's loss
+        raise TypeError(
+            "a FilterLineSearch cannot be copied or pickled (the optimizers' copies lose its hooks and would train "
+            "the filter at a frozen rate); save the model's and optimizers' state_dicts and attach a new line "
+            "search after loading them"
+        )
 
     def remove(self) -> None:
         """Detach the hooks; the filter group keeps its last rate, as a number again."""
@@ -504,7 +514,7 @@ class FilterLineSearch:
         return None if scale is None else scale.double().reciprocal().float()
 
     def _set_rate(self, loss: Union[Tensor, float]) -> None:
-        loss_value = torch.as_tensor(loss, dtype=torch.float64).detach()
+        loss_value = torch.as_tensor(loss, dtype=torch.float64).detach().reshape(())
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             world = torch.distributed.get_world_size()
             if world > 1:

@@ -2,6 +2,7 @@
 
 import copy
 import math
+import pickle
 
 import pytest
 import torch
@@ -260,6 +261,40 @@ def test_a_loss_read_anew_at_every_hook_is_one_step(read):
     train(3)
     train_reference(3)
     assert len(hook.history) == 3 and hook.history == reference.history
+
+
+def test_a_loss_of_shape_one_is_the_step_loss():
+    hook, train, _, _ = two_optimizers(lambda loss: loss.reshape(1))
+    reference, train_reference, _, _ = two_optimizers()
+    train(3)
+    train_reference(3)
+    assert hook.history == reference.history
+
+
+def test_a_frozen_inr_steps_nothing_and_the_filter_still_gets_the_rule():
+    net, x, y = make_problem()
+    _, inr = split_filter_parameters(net)
+    for p in inr:
+        p.requires_grad_(False)
+    opt = torch.optim.Adam(named_param_groups(net, inr_lr=LR_INR, filter_lr=1e-3))
+    step = {}
+    hook = attach_line_search(LineSearchConfig(lr_max=LR_MAX), opt, lambda: step["loss"])
+    for _ in range(3):
+        opt.zero_grad()
+        step["loss"] = ((net(x) - y) ** 2).mean()
+        step["loss"].backward()
+        opt.step()
+    last = hook.last
+    assert last["lr_d_inr"] == 0.0 and last["d_filter"] < 0
+    assert last["lr"] == filter_step_size(last["loss"], last["d_filter"], 0.0, 1.0, lr_max=LR_MAX)
+
+
+def test_copying_or_pickling_a_line_search_is_refused():
+    hook, train, _, _ = two_optimizers()
+    train(1)
+    for copy_of in (copy.deepcopy, copy.copy, pickle.dumps):
+        with pytest.raises(TypeError, match="attach a new line search"):
+            copy_of(hook)
 
 
 def test_loading_the_optimizer_state_keeps_the_line_search_in_charge():
