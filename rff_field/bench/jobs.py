@@ -87,9 +87,9 @@ class ResumableJobOptions(JobOptions):
     """:class:`JobOptions` whose time budget also stops running fits, which the next run resumes from checkpoints."""
 
     budget_s: Optional[float] = None
-    """Start no job after this many seconds, and stop running fits at their next progress update with a checkpoint;
-    finished jobs are kept, and the next run goes on from there (the message at the budget says how: ``rff-sdf
-    bench`` needs --resume). In ``rff-image bench --engine sequential`` the running fit finishes first."""
+    """Start no job after this many seconds, and stop running fits at their next progress update with a checkpoint
+    (an image fit of --engine sequential finishes first); finished jobs are kept, and the message at the budget
+    says how the next run goes on from there."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -10,15 +10,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import inspect
 import os
-import re
 import sys
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import tyro
-from tyro import _strings as tyro_strings
 
+from rff_field.common.help_text import joined_help_lines
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
 from rff_field.inr.config import FILTER_ONLY_OPTIONS
 
@@ -128,42 +126,6 @@ def quiet_broken_pipe() -> Iterator[None]:
         sys.exit(BROKEN_PIPE_EXIT_STATUS)
 
 
-LIST_ITEM = re.compile(r"([-*•]|\d+[.)])\s")
-INLINE_CODE = re.compile(r"``([^`]+)``")
-
-
-def join_wrapped_lines(text: str) -> str:
-    """Help text with the line breaks of a wrapped docstring removed: paragraphs (a blank line between), list items
-    (``- ``, ``* ``, ``1. ``) and indented lines (a table) keep theirs; the help formatter wraps the rest."""
-    paragraphs = []
-    for paragraph in re.split(r"\n\s*\n", inspect.cleandoc(text)):
-        lines: list[str] = []
-        for line in paragraph.splitlines():
-            if lines and not (line[:1].isspace() or LIST_ITEM.match(line)):
-                lines[-1] += " " + line.strip()
-            else:
-                lines.append(line.rstrip())
-        paragraphs.append("\n".join(lines))
-    return "\n\n".join(paragraphs)
-
-
-def terminal_help_text(docstring: str) -> str:
-    """A docstring as help text: wrapped lines joined (:func:`join_wrapped_lines`), reST's ````code```` as `code`."""
-    return INLINE_CODE.sub(r"`\1`", join_wrapped_lines(docstring))
-
-
-@contextlib.contextmanager
-def joined_help_lines() -> Iterator[None]:
-    """Parse with :func:`terminal_help_text` in place of tyro's own joiner, which breaks a help text at every
-    continuation line of an indented attribute docstring (and before every line that starts with a digit)."""
-    original = tyro_strings.remove_single_line_breaks
-    tyro_strings.remove_single_line_breaks = terminal_help_text
-    try:
-        yield
-    finally:
-        tyro_strings.remove_single_line_breaks = original
-
-
 def parse_command(command_type: Any, description: str, args: Optional[Sequence[str]] = None, **kwargs: Any) -> Any:
     """``tyro.cli`` with help texts joined as written (:func:`joined_help_lines`), and the script's name, not its
     path, in usage lines."""
@@ -193,7 +155,7 @@ def run_command(
     argv = command_arguments(prog, sys.argv[1:] if args is None else args, legacy_flags)
     defaults = {} if default is None else {"default": default}
     with quiet_broken_pipe():
-        status, result = call_main(prog, parse_command(command_type, description, argv, **defaults))
+        status, result = call_main(prog, parse_command(command_type, description, argv, prog=prog, **defaults))
     if status:
         sys.exit(status)
     return result

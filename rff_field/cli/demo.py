@@ -236,7 +236,7 @@ def entrypoint() -> None:
     quiet_known_warnings()
     tyro.extras.set_accent_color("bright_yellow")
     with quiet_broken_pipe():
-        sys.exit(run(parse_command(Demo, __doc__, command_arguments("rff-demo", sys.argv[1:]))))
+        sys.exit(run(parse_command(Demo, __doc__, command_arguments("rff-demo", sys.argv[1:]), prog="rff-demo")))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,10 @@
-"""``rff-image``: fit a coordinate network to an image (``fit``), render a fit on a finer grid (``render``), or
-benchmark methods over a folder (``bench``)."""
+"""``rff-image``: fit coordinate networks to images, render them, and benchmark the methods.
+
+Subcommands:
+    fit     one method on one image: reconstruction.png, error.png, curves.png, metrics.json, the weights
+    render  a finished fit on a finer (or coarser) pixel grid: a PNG
+    bench   methods x images with one protocol (``--protocol FILE:NAME``): results.json, results.md, figures
+"""
 
 from __future__ import annotations
 
@@ -148,8 +153,13 @@ def split_protocol(args: Sequence[str]) -> tuple[Optional[str], list[str]]:
     return None, args
 
 
-def run_bench(prog: str, description: str, args: Sequence[str]) -> Optional[dict]:
-    """Run :class:`Bench` on ``args``; a ``--protocol`` table gives the defaults the other options override."""
+def run_bench(prog: str, args: Sequence[str]) -> Optional[dict]:
+    """Run :class:`Bench` on ``args``; a ``--protocol`` table gives the defaults the other options override.
+
+    Args:
+        prog: How the command is called (``rff-image bench``, ``rff-bench image``), for its help and messages.
+        args: The arguments after the subcommand's name.
+    """
     spec, rest = split_protocol(args)
     default = None
     if spec is not None:
@@ -159,14 +169,14 @@ def run_bench(prog: str, description: str, args: Sequence[str]) -> Optional[dict
         except UsageError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             sys.exit(USAGE_EXIT_STATUS)
-    return run_command(prog, Bench, description, LEGACY_FLAGS, rest, default=default)
+    return run_command(prog, Bench, Bench.__doc__ or "", LEGACY_FLAGS, rest, default=default)
 
 
 def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Console script ``rff-image``."""
     argv = list(sys.argv[1:] if args is None else args)
     if argv[:1] == ["bench"] and split_protocol(argv)[0] is not None:
-        run_bench("rff-image", __doc__, argv[1:])
+        run_bench("rff-image bench", argv[1:])
     else:
         run_command("rff-image", Command, __doc__, LEGACY_FLAGS, argv)
 

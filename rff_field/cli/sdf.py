@@ -58,7 +58,7 @@ class Fit:
     sign_rays: int = 1
     """Rays per point voting on inside/outside (odd); raise it if signs look noisy."""
     overwrite: bool = False
-    """Write into a non-empty --out, replacing files of the same names."""
+    """Write into a non-empty --out, replacing an earlier fit's outputs, its mesh-*.ply re-extractions included."""
     progress: bool = True
     """Show a progress bar with the loss and the filter's rate."""
 
@@ -426,7 +426,7 @@ LEGACY_FLAGS = {
 
 def main(args: Optional[list[str]] = None) -> object:
     """Parse ``args`` and run the subcommand; user errors raise (see :func:`entrypoint`)."""
-    return parse_command(Command, __doc__, args).main()
+    return parse_command(Command, __doc__, args, prog="rff-sdf").main()
 
 
 def entrypoint(args: Optional[list[str]] = None) -> None:

@@ -89,7 +89,8 @@ class FitConfig:
     batch_size: int = 65536
     """Pixels per optimizer step: full batch up to this many pixels, shuffled mini-batches beyond."""
     scale_lr_with_batch: bool = True
-    """Multiply the learning rates by ``min(1, batch_size / pixels)`` as the WIRE repository does."""
+    """Multiply the INR's learning rate by ``min(1, batch_size / pixels)`` as the WIRE repository does (the filter's
+    rate and the line search's bounds are not scaled)."""
     line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
     """The filter's learning rate, set every step by the paper's line search (filtered methods only)."""
     filter_lr: float = 1e-3

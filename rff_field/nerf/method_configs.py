@@ -27,9 +27,10 @@ from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import LITE_FIELD_SAMPLES, LITE_PROPOSAL_SAMPLES, RFFNerfactoModelConfig
 from rff_field.nerf.pipeline import RFFPipelineConfig, RFFTrainerConfig
 from rff_field.nerf.schedulers import FloatExponentialDecaySchedulerConfig
-from rff_field.nerf.startup import speed_up_external_method_listing
+from rff_field.nerf.startup import join_help_lines_in_ns_commands, speed_up_external_method_listing
 
 speed_up_external_method_listing()  # nerfstudio loads this module just before it lists its external methods
+join_help_lines_in_ns_commands()
 
 
 def _optimizers(decay_steps: int) -> dict:

@@ -1,4 +1,5 @@
-"""A faster start for every ``ns-*`` command while this plugin is installed.
+"""What the plugin changes in every ``ns-*`` command while it is installed: a faster start, and help texts as
+its own commands print them.
 
 nerfstudio lists the external methods it can offer to install (26 of them) with a dummy trainer config each, whose
 ``__post_init__`` tells whether ``get_external_methods`` built it with ``inspect.stack()[2].function``.
@@ -10,8 +11,11 @@ the same test on ``sys._getframe(2)``: the same frame, the same answer.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from typing import Any, Callable
+
+from rff_field.common.help_text import terminal_help_text
 
 
 def _skip_when_listed(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -36,3 +40,13 @@ def speed_up_external_method_listing() -> None:
     if post_init is None or getattr(post_init, "rff_field_patched", False):
         return
     ExternalMethodDummyTrainerConfig.__post_init__ = _skip_when_listed(post_init)  # type: ignore[method-assign]
+
+
+def join_help_lines_in_ns_commands() -> None:
+    """In an ``ns-*`` command, let tyro print help texts as the plugin's commands do
+    (:func:`~rff_field.common.help_text.terminal_help_text`): wrapped docstrings joined, reST markup plain."""
+    if not os.path.basename(sys.argv[0]).startswith("ns-"):
+        return  # another program that imports the method configs keeps tyro as it is
+    from tyro import _strings as tyro_strings
+
+    tyro_strings.remove_single_line_breaks = terminal_help_text

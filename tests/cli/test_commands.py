@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from rff_field.cli import bench, demo, export_mesh, image, launch, scene, sdf
-from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, call_main, join_wrapped_lines, note_unused_filter_options
+from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, call_main, note_unused_filter_options
+from rff_field.common.help_text import join_wrapped_lines
 from rff_field.core.errors import UsageError
 
 try:
@@ -47,7 +48,17 @@ def test_help(name, sub, monkeypatch, capsys):
     entrypoint = COMMANDS[name][0]
     assert run(entrypoint, [sub, "--help"] if sub else ["--help"], monkeypatch) == 0
     text = capsys.readouterr().out
-    assert "usage:" in text and "--" in text
+    assert f"usage: {name}" in text and "--" in text  # the console script's name, whatever sys.argv[0] is
+
+
+@pytest.mark.parametrize(
+    "entrypoint,words", [(image.entrypoint, "rff-image bench"), (bench.entrypoint, "rff-bench image")]
+)
+def test_help_of_a_benchmark_from_a_protocol_table_is_the_benchmarks(entrypoint, words, monkeypatch, capsys):
+    args = [words.split()[1], "--protocol", "benchmarks/image/protocols.toml:cpu", "--help"]
+    assert run(entrypoint, args, monkeypatch) == 0
+    text = capsys.readouterr().out
+    assert f"usage: {words} [-h]" in text and "Run methods over a folder of images" in text and "--variants" in text
 
 
 def test_help_texts_are_not_broken_at_the_docstrings_line_ends(monkeypatch, capsys):

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 from nerfstudio.configs import external_methods
 from nerfstudio.configs.external_methods import ExternalMethodDummyTrainerConfig
@@ -32,3 +34,19 @@ def test_startup_timing_measures_both_checks(tmp_path):
     result = StartupTiming(dest=tmp_path, rounds=1).main()
     assert set(result["median_s"]) == {"nerfstudio", "rff_field"} and all(result["median_s"].values())
     assert "| saved per command |" in (tmp_path / "startup.md").read_text()
+
+
+def test_ns_commands_print_the_configs_help_joined(monkeypatch):
+    from tyro import _strings as tyro_strings
+
+    from rff_field.nerf.startup import join_help_lines_in_ns_commands
+
+    monkeypatch.setattr(tyro_strings, "remove_single_line_breaks", tyro_strings.remove_single_line_breaks)
+    wrapped = "``paper``: the paper's rule; ``balance``: a named deviation, the rate at which the\n    filter's ..."
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/python", "script.py"])
+    join_help_lines_in_ns_commands()  # another program: tyro as it is
+    assert "\n" in tyro_strings.remove_single_line_breaks(wrapped)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/ns-train", "rff-nerf-lite", "--help"])
+    join_help_lines_in_ns_commands()
+    joined = "`paper`: the paper's rule; `balance`: a named deviation, the rate at which the filter's ..."
+    assert tyro_strings.remove_single_line_breaks(wrapped) == joined
