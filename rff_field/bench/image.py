@@ -773,8 +773,9 @@ def results_markdown(summary: dict) -> str:
         f"Machine(s): {'; '.join(summary['machines']) or 'n/a'}. Jobs finished: {summary['jobs_done']} of "
         f"{summary['jobs_total']}.",
         "",
-        "PSNR: final (after the last step) and best (over iterations, the paper's measure), in dB; SSIM and LPIPS "
-        "on the final reconstruction (LPIPS – when its weights were unavailable); s/it: seconds per iteration; "
+        "PSNR: final (after the last step) and best (over iterations, the paper's measure), in dB; SSIM "
+        "(scikit-image's, 7x7 uniform windows) and LPIPS on the final reconstruction (LPIPS – when its weights "
+        "were unavailable); s/it: seconds per iteration; "
         "params/value: trainable parameters per fitted pixel value. Means are over the images a row has finished "
         "(column `images`): compare rows with the same count. A mean marked (n of m) is over the n images with a "
         "finite value: an exact fit's PSNR is infinite, a diverged fit's NaN.",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Optional
@@ -14,7 +13,7 @@ from nerfstudio.utils import colormaps
 from PIL import Image
 from rich.progress import track
 
-from rff_field.common.outputs import write_text
+from rff_field.common.outputs import write_json
 
 
 def _output(outputs: dict, key: str) -> torch.Tensor:
@@ -85,5 +84,5 @@ def evaluate_views(
     mean = {k: float(np.mean([v[k] for v in views])) for k in keys}
     result = {"mean": mean, "num_views": len(views), "views": views}
     if output_dir is not None:
-        write_text(Path(output_dir) / "metrics.json", json.dumps(result, indent=2))
+        write_json(Path(output_dir) / "metrics.json", result, indent=2)  # NaN (LPIPS offline) as null
     return result

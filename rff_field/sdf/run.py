@@ -238,7 +238,11 @@ def run_sdf(
         )
         mesh_seconds = time.perf_counter() - t0
         if progress and len(triangles):
-            print(f"measuring the mesh against the ground truth ({output.eval_samples} points each)", flush=True)
+            held, wanted = len(gt.surface_points), output.eval_samples
+            counts = f"{wanted} points each"
+            if held < wanted:
+                counts = f"{wanted} points on the mesh, {held} (all the pool holds) on the ground truth"
+            print(f"measuring the mesh against the ground truth ({counts})", flush=True)
         t0 = time.perf_counter()
         metrics = shape_metrics(
             Surface(vertices, triangles, exact=gt.surface.exact),

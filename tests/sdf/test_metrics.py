@@ -10,7 +10,7 @@ import pytest
 
 from rff_field.common.mesh import marching_cubes, orient_outward, signed_volume, write_ply
 from rff_field.core.errors import UsageError
-from rff_field.sdf.data import sphere_mesh
+from rff_field.sdf.data import sphere_mesh, triangle_areas
 from rff_field.sdf.metrics import Surface, shape_metrics
 from rff_field.sdf.render import render_mesh, save_panels
 
@@ -55,6 +55,21 @@ def test_kdtree_fallback_agrees_with_exact_distances(sphere):
     assert approx["distance"] == "kdtree"
     assert approx["chamfer"] == pytest.approx(exact["chamfer"], rel=0.15)
     assert approx["chamfer"] >= exact["chamfer"] * 0.95  # sampled surfaces only overestimate distances
+
+
+def test_kdtree_floor_is_the_spacing_of_the_dense_samples(sphere):
+    # a surface against itself: each distance is to the nearest of N dense samples, E[d^2] = area / (pi N)
+    dense = 50_000
+    m = shape_metrics(Surface(*sphere, exact=False, dense_samples=dense), Surface(*sphere, exact=False,
+                      dense_samples=dense), num_samples=4000)  # fmt: skip
+    area = triangle_areas(*sphere).sum()
+    assert m["chamfer"] == pytest.approx(2 * area / (np.pi * dense), rel=0.2)
+
+
+def test_the_ground_truth_count_is_what_its_samples_hold(sphere):
+    held = Surface(*sphere).sample(300, seed=1)
+    m = shape_metrics(Surface(*sphere), Surface(*sphere), num_samples=1000, gt_samples=held)
+    assert (m["num_samples"], m["num_gt_samples"]) == (1000, 300)
 
 
 def test_empty_prediction_has_no_distances(sphere):
