@@ -624,7 +624,7 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
 MARKED_MEAN_KEYS = ("psnr", "best_psnr", "ssim", "lpips")
 """Quality means that results.md marks when some of a row's images had no finite value."""
 
-SUMMARY_KEYS = ("psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter", "num_params", "num_filter_params",
+SUMMARY_KEYS = (*MARKED_MEAN_KEYS, "seconds_per_iter", "num_params", "num_filter_params",
                 "params_per_value", "embedding_dim")  # fmt: skip
 
 
@@ -668,12 +668,12 @@ def run_summary(metrics: dict) -> dict:
     return row
 
 
-def _finite(values: list) -> list:
+def _finite_values(values: list) -> list:
     return [v for v in values if v is not None and math.isfinite(v)]
 
 
 def _mean(values: list) -> Optional[float]:
-    values = _finite(values)
+    values = _finite_values(values)
     return float(np.mean(values)) if values else None
 
 
@@ -700,7 +700,7 @@ def summarize(config: BenchConfig, jobs: list[Job]) -> dict:
             means[label] = {key: _mean([r[key] for r in mine]) for key in SUMMARY_KEYS}
             means[label]["images"] = len(mine)
             # an exact fit's infinite PSNR, a diverged fit's NaN or a missing LPIPS leaves a mean over fewer images
-            counts = {key: len(_finite([r[key] for r in mine])) for key in MARKED_MEAN_KEYS}
+            counts = {key: len(_finite_values([r[key] for r in mine])) for key in MARKED_MEAN_KEYS}
             means[label]["values_counted"] = {key: n for key, n in counts.items() if 0 < n < len(mine)}
             means[label]["variant"] = mine[0]["variant"]
             widths = sorted({r["hidden_features"] for r in mine})  # a matched variant's width depends on the image

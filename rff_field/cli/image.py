@@ -1,9 +1,9 @@
 """``rff-image``: fit coordinate networks to images, render them, and benchmark the methods.
 
 Subcommands:
-    fit     one method on one image: reconstruction.png, error.png, curves.png, metrics.json, the weights
-    render  a finished fit on a finer (or coarser) pixel grid: a PNG
+    fit     one method on one image: reconstruction.png, error.png, curves.png, metrics.json, model.pt
     bench   methods x images with one protocol (``--protocol FILE:NAME``): results.json, results.md, figures
+    render  a finished fit on a finer (or coarser) pixel grid: a PNG
 """
 
 from __future__ import annotations

@@ -8,14 +8,15 @@ import inspect
 import re
 from typing import Iterator
 
-LIST_ITEM = re.compile(r"([-*•]|\d+[.)])\s")
+LIST_ITEM = re.compile(r"([-*•]|\d+[.)])\s|[\"']")  # "- a", "1. a", and '"name" - what it is' (nerfstudio's)
 INLINE_CODE = re.compile(r"``([^`]+)``")
-CROSS_REFERENCE = re.compile(r":[a-z]+:`~?([^`]+)`")
+CROSS_REFERENCE = re.compile(r":[a-z]+:`(~[\w.]*\.)?([^`]+)`")  # with ~, Sphinx shows the last name only
 
 
 def join_wrapped_lines(text: str) -> str:
     """Help text with the line breaks of a wrapped docstring removed: paragraphs (a blank line between), list items
-    (``- ``, ``* ``, ``1. ``) and indented lines (a table) keep theirs; the help formatter wraps the rest."""
+    (``- ``, ``* ``, ``1. ``, a quoted name) and indented lines (a table) keep theirs; the help formatter wraps the
+    rest."""
     paragraphs = []
     for paragraph in re.split(r"\n\s*\n", inspect.cleandoc(text)):
         lines: list[str] = []
@@ -31,7 +32,7 @@ def join_wrapped_lines(text: str) -> str:
 def terminal_help_text(docstring: str) -> str:
     """A docstring as help text: wrapped lines joined (:func:`join_wrapped_lines`), reST's ````code```` and
     ``:mod:`name``` as `code` and `name`."""
-    return CROSS_REFERENCE.sub(r"`\1`", INLINE_CODE.sub(r"`\1`", join_wrapped_lines(docstring)))
+    return CROSS_REFERENCE.sub(r"`\2`", INLINE_CODE.sub(r"`\1`", join_wrapped_lines(docstring)))
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ subclass a minimal stand-in with the same interface, so the core needs only torc
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Optional
 
@@ -150,8 +151,10 @@ class RandomFourierEncoding(Encoding):
         del covs
         check_input_width(self, in_tensor)
         dtype = torch.promote_types(in_tensor.dtype, self.B.dtype)
-        with torch.autocast(in_tensor.device.type, enabled=False):
-            # autocast would take the product in 16 bits, which resolves a phase of ~100 rad only to ~1 rad
+        device = in_tensor.device.type
+        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+        # autocast would take the product in 16 bits, which resolves a phase of ~100 rad only to ~1 rad
+        with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext():
             phase = 2 * math.pi * in_tensor.to(dtype) @ self.B.T.to(dtype)
         features = [torch.sin(phase), torch.cos(phase)]
         if self.include_input:

@@ -187,9 +187,9 @@ def batch_slopes(batches: Sequence[SlopeBatch], num_groups: int, device: torch.d
             products = _adam_products(batch._replace(grads=grads))
         for slot, product in zip(batch.slots, products):
             per_group[slot].append(product.sum(dtype=torch.float64))
+    if num_groups == 0:  # an INR whose parameters are all frozen
+        return torch.zeros(0, dtype=torch.float64, device=device)
     zero = torch.zeros((), dtype=torch.float64, device=device)
-    if not per_group:  # no groups: an INR whose parameters are all frozen
-        return zero.new_zeros(0)
     return torch.stack([torch.stack(sums).sum() if sums else zero for sums in per_group])
 
 
@@ -359,6 +359,12 @@ class FilterLineSearch:
                 raise UsageError(f"this {type(opt).__name__} already has a FilterLineSearch; remove() it first")
         self._filter_ids = {id(p) for p in filter_params}
         self._inr_ids = {id(p) for p in inr_params} - self._filter_ids
+        trained = [p for opt in self.optimizers for g in opt.param_groups for p in g["params"] if p.requires_grad]
+        if not self._inr_ids and any(id(p) not in self._filter_ids for p in trained):
+            raise UsageError(
+                "no INR parameters given (an empty or used-up iterable?) while the optimizers train others; pass "
+                "the INR's parameters (only a wholly frozen INR may be left out)"
+            )
         self._params = filter_params + [p for p in inr_params if id(p) in self._inr_ids]
         self._find_groups()
         self._device = self._filter_groups[0][1]["params"][0].device

@@ -116,8 +116,7 @@ class SapeMLP(nn.Module):
         check_input_width(self.encoding, coords)
         flat = coords.reshape(-1, 2)
         if coords.requires_grad and torch.is_grad_enabled():
-            # derivatives with respect to the coordinates go through the embedding; the mask is a schedule
-            gamma, mask = self.encoding(flat), self.channel_mask(flat.detach())
+            gamma, mask = self.encoding(flat), self.channel_mask(flat)
         else:
             gamma, mask = self._cached_embedding(coords, flat)
         features = gamma * mask
@@ -128,13 +127,16 @@ class SapeMLP(nn.Module):
     def _cached_embedding(self, coords: Tensor, flat: Tensor) -> tuple[Tensor, Tensor]:
         """The embedding and mask of ``coords``, computed once while neither they nor the buffers (the grid's levels,
         the frequencies; replaced by ``functional_call`` or changed in place) change."""
-        inputs = (self.level, self.block_of, *self.encoding.buffers())
-        key = (coords._version, *((id(buffer), buffer._version) for buffer in inputs))
-        if self._cache is not None and self._cache[0] is coords and self._cache[1] == key:
-            return self._cache[2], self._cache[3]
+        inputs = (coords, self.level, self.block_of, *self.encoding.buffers())
+        versions = [tensor._version for tensor in inputs]
+        if self._cache is not None:
+            cached_inputs, cached_versions, gamma, mask = self._cache
+            same = len(cached_inputs) == len(inputs) and all(a is b for a, b in zip(cached_inputs, inputs))
+            if same and cached_versions == versions:
+                return gamma, mask
         with torch.no_grad():
             gamma, mask = self.encoding(flat), self.channel_mask(flat)
-        self._cache = (coords, key, gamma, mask)
+        self._cache = (inputs, versions, gamma, mask)  # the inputs themselves: an id could be reused once freed
         return gamma, mask
 
     @torch.no_grad()

@@ -43,7 +43,7 @@ def speed_up_external_method_listing() -> None:
 
 
 def join_help_lines_in_ns_commands() -> None:
-    """In an ``ns-*`` command, let tyro print help texts as the plugin's commands do
+    """In an ``ns-*`` command, let tyro print every help text (nerfstudio's too) as the plugin's commands do
     (:func:`~rff_field.common.help_text.terminal_help_text`): wrapped docstrings joined, reST markup plain."""
     if not os.path.basename(sys.argv[0]).startswith("ns-"):
         return  # another program that imports the method configs keeps tyro as it is

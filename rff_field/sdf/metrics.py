@@ -123,7 +123,14 @@ def shape_metrics(
         "distance": "exact" if (pred.exact and gt.exact) else "kdtree",
     }
     if pred.empty:
-        for key in ("chamfer", "chamfer_pred_to_gt", "chamfer_gt_to_pred", "chamfer_l1", "normal_consistency"):
+        for key in (
+            "chamfer",
+            "chamfer_pred_to_gt",
+            "chamfer_gt_to_pred",
+            "chamfer_l1",
+            "normal_consistency",
+            "num_gt_samples",
+        ):
             result[key] = None
         result.update(f_score=0.0, precision=0.0, recall=0.0, empty=True)
         return result

@@ -316,6 +316,8 @@ def test_misuse_is_refused_with_a_message():
         FilterLineSearch(iter(()), inr, opt, lambda: loss)
     with pytest.raises(UsageError, match="no INR parameter is held"):
         FilterLineSearch(filt, inr, torch.optim.Adam(filt), lambda: loss)
+    with pytest.raises(UsageError, match="no INR parameters given"):
+        FilterLineSearch(filt, iter(()), opt, lambda: loss)
     with pytest.raises(UsageError, match="eps"):
         FilterLineSearch(filt, inr, opt, lambda: loss, eps=-1.0)
     with pytest.raises(UsageError, match="c1"):

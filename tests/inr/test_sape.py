@@ -78,16 +78,19 @@ def test_the_cache_follows_the_buffers_and_gradients_reach_the_coordinates():
     model.level.fill_(4)
     coords = pixel_coordinates(6, 6)
     cached = model(coords)
-    doubled = {"encoding.B": 2 * model.encoding.B}
-    assert torch.equal(functional_call(model, doubled, (coords,)), functional_call(model, doubled, (coords.clone(),)))
-    assert not torch.equal(functional_call(model, doubled, (coords,)), cached)
+    for scale in range(2, 6):  # buffers made for one call and freed after it, as functional_call's often are
+        with_b = functional_call(model, {"encoding.B": scale * model.encoding.B}, (coords,))
+        assert torch.equal(with_b, functional_call(model, {"encoding.B": scale * model.encoding.B}, (coords.clone(),)))
+        assert not torch.equal(with_b, cached)
     model.level.zero_()  # changed in place, as a loaded checkpoint does
     assert torch.equal(model(coords), model(coords.clone()))
 
-    point = torch.tensor([[0.3, -0.2]], dtype=torch.float64)
-    model.level.fill_(4)
+    model.level.zero_()
+    model.level[:, :4] = 4  # the left half revealed: the mask changes along x
     model = model.double()
-    (gradient,) = torch.autograd.grad(model(point.requires_grad_()).sum(), point)
+    point = torch.tensor([[0.05, -0.2]], dtype=torch.float64)  # inside a cell of the 8x8 grid, where the mask bends
+    leaf = point.clone().requires_grad_()
+    (gradient,) = torch.autograd.grad(model(leaf).sum(), leaf)
     step = 1e-6
     for axis in range(2):
         offset = torch.zeros_like(point)
