@@ -239,10 +239,10 @@ def run_sdf(
         mesh_seconds = time.perf_counter() - t0
         if progress and len(triangles):
             held, wanted = len(gt.surface_points), output.eval_samples
-            counts = f"{wanted} points each"
+            samples = f"{wanted} points each"
             if held < wanted:
-                counts = f"{wanted} points on the mesh, {held} (all the pool holds) on the ground truth"
-            print(f"measuring the mesh against the ground truth ({counts})", flush=True)
+                samples = f"{wanted} points on the mesh, {held} (all the pool holds) on the ground truth"
+            print(f"measuring the mesh against the ground truth ({samples})", flush=True)
         t0 = time.perf_counter()
         metrics = shape_metrics(
             Surface(vertices, triangles, exact=gt.surface.exact),
