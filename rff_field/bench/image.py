@@ -33,6 +33,7 @@ import numpy as np
 from rff_field.bench.jobs import (
     Job,
     ResumableJobOptions,
+    check_no_failures,
     checkpoint_status,
     claim_benchmark_folder,
     describe_conflicts,
@@ -614,8 +615,11 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     if report.budget_reached:
         print(f"time budget of {config.jobs.budget_s:g} s reached; rerun the same command to go on")
     if config.jobs.job is not None:
+        check_no_failures(report)
         return None
-    return summarize(config, jobs)
+    summary = summarize(config, jobs)
+    check_no_failures(report)
+    return summary
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration
 from rff_field.common.locks import release, try_lock
 from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, clear_outputs, write_json
 from rff_field.common.stopping import FitInterrupted, follow_parent_stop
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import JobsFailed, UsageError
 
 RESULT_FILE = "metrics.json"
 """The file whose presence marks a job as finished."""
@@ -249,6 +249,15 @@ def write_result(folder: Path, result: dict) -> None:
     """Write ``result`` as the job's ``metrics.json`` atomically (a job is finished once the file exists)."""
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / RESULT_FILE, result)
+
+
+def check_no_failures(report: "RunReport") -> None:
+    """Raise :class:`JobsFailed` when jobs of ``report`` failed (worker processes keep the others going; call this
+    after summarising what finished)."""
+    if report.failed:
+        job, error = report.failed[0]
+        raise JobsFailed(f"{len(report.failed)} job(s) failed, the first {job.folder} with {error}; the finished ones "
+                         "are kept: fix the cause and run the same command again to retry the rest")  # fmt: skip
 
 
 @dataclass

@@ -27,6 +27,7 @@ import torch
 from rff_field.bench.jobs import (
     Job,
     JobOptions,
+    check_no_failures,
     claim_benchmark_folder,
     is_finished,
     job_table,
@@ -149,6 +150,7 @@ class NerfBenchConfig:
             print(f"time budget of {self.jobs.budget_s:g} s reached; rerun the same command to go on")
         done = sum(is_finished(self.out, job) for job in jobs)
         print(f"{done} of {len(jobs)} variants done in {self.out / 'runs'}")
+        check_no_failures(report)
 
 
 def base_config(method: str):

@@ -24,6 +24,7 @@ import numpy as np
 from rff_field.bench.jobs import (
     Job,
     JobOptions,
+    check_no_failures,
     checkpoint_status,
     claim_benchmark_folder,
     is_finished,
@@ -198,6 +199,7 @@ def run_sdf_jobs(
     report = run_batches(selected(jobs, options), Path(out), run_one, key, 1, options, len(jobs), start)
     if report.budget_reached:
         print(f"time budget of {options.budget_s:g} s reached; rerun with --resume to go on")
+    check_no_failures(report)
     return [json.loads((Path(out) / job.folder / "metrics.json").read_text()) for job in jobs if is_finished(out, job)]
 
 

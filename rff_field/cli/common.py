@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import tyro
 
 from rff_field.common.help_text import joined_help_lines
-from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
+from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, JobsFailed, TrainingDiverged, UsageError
 from rff_field.inr.config import FILTER_ONLY_OPTIONS
 
 LINE_SEARCH_FLAGS = {
@@ -98,6 +98,9 @@ def call_main(prog: str, command: Any) -> tuple[int, Any]:
     except TrainingDiverged as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return DIVERGED_EXIT_STATUS, None
+    except JobsFailed as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 1, None
     except KeyboardInterrupt as err:  # a fit says where it stopped and how to resume it
         print(f"{prog}: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130, None

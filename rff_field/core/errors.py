@@ -3,6 +3,7 @@
 ``UsageError``: the input cannot work (a bad option, file or folder); commands exit with status 2.
 ``TrainingDiverged``: training produced a non-finite loss or parameter, or its loss blew up; commands exit with
 status 3.
+``JobsFailed``: jobs of a benchmark raised in its worker processes while the others ran; commands exit with status 1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ class UsageError(ValueError):
 class TrainingDiverged(RuntimeError):
     """Training produced a non-finite loss or parameter, or its loss blew up; the message says at which step, what,
     and what to try."""
+
+
+class JobsFailed(RuntimeError):
+    """Jobs of a benchmark that raised while the others ran on; the message names them and what to do."""
 
 
 def check_positive(name: str, value: float, integer: bool = False) -> None:

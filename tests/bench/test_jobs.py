@@ -14,6 +14,7 @@ from rff_field.bench.jobs import (
     JobClaims,
     JobOptions,
     _run_before,
+    check_no_failures,
     claim_benchmark_folder,
     is_finished,
     run_batches,
@@ -23,7 +24,7 @@ from rff_field.bench.jobs import (
 )
 from rff_field.bench.variants import parse_variant
 from rff_field.common.stopping import FitInterrupted, fit_stops
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import JobsFailed, UsageError
 
 
 def make_jobs(count: int) -> list[Job]:
@@ -117,6 +118,8 @@ def test_workers_run_jobs_in_processes_and_a_failure_spares_the_others(tmp_path)
     assert [(j.subject, "breaks" in message) for j, message in report.failed] == [("s2", True)]
     assert json.loads((tmp_path / "runs/s3/metrics.json").read_text()) == {"subject": "s3"}
     assert not is_finished(tmp_path, jobs[2])
+    with pytest.raises(JobsFailed, match=r"^1 job\(s\) failed, the first runs/s2 with RuntimeError: this job breaks;"):
+        check_no_failures(report)  # the command exits non-zero once it has summarised the others
 
 
 def test_batches_of_the_first_subjects_run_first_for_every_key(tmp_path):

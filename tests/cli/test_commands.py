@@ -15,7 +15,7 @@ import pytest
 from rff_field.cli import bench, demo, export_mesh, image, launch, scene, sdf
 from rff_field.cli.common import BROKEN_PIPE_EXIT_STATUS, call_main, note_unused_filter_options
 from rff_field.common.help_text import join_wrapped_lines
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import JobsFailed, UsageError
 
 try:
     import tomllib
@@ -307,3 +307,5 @@ def test_only_failed_allocations_become_one_line_errors(capsys):
     assert "rff-bench: error: out of memory (DefaultCPUAllocator" in capsys.readouterr().err
     with pytest.raises(RuntimeError, match="shape mismatch"):
         call_main("rff-bench", Command(RuntimeError("shape mismatch")))
+    assert call_main("rff-bench", Command(JobsFailed("1 job(s) failed, the first runs/a with KeyError"))) == (1, None)
+    assert capsys.readouterr().err == "rff-bench: error: 1 job(s) failed, the first runs/a with KeyError\n"
