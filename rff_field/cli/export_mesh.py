@@ -63,8 +63,9 @@ class ExportMesh:
             raise UsageError(
                 f"{self.load_config} does not exist; pass the config.yml that ns-train printed at the end of training"
             )
-        if not math.isfinite(self.threshold):
-            raise UsageError(f"--threshold must be a finite density, got {self.threshold}")
+        if not math.isfinite(self.threshold) or self.threshold <= 0:
+            raise UsageError(f"--threshold must be a positive density (densities are never negative), got "
+                             f"{self.threshold}")  # fmt: skip
         if self.resolution < 2:
             raise UsageError(f"--resolution must be at least 2, got {self.resolution}")
         if self.batch_size < 1:

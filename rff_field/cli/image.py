@@ -61,6 +61,7 @@ class Fit:
 
     def main(self) -> dict:
         """Fit, write the outputs and print a one-line summary; returns the metrics."""
+        check_fields(self, positive_int=("downsample",))
         name = self.image.stem if self.image is not None else "astronaut"
         out = self.out or Path("outputs/rff-image") / f"{name}-{self.config.network.method}"
         check_fit_folder(out, "image fit", "image")

@@ -117,7 +117,7 @@ def write_mesh(mesh: o3d.geometry.TriangleMesh, path: Path, overwrite: bool = Fa
 
     with written_atomically(path) as temporary:
         if not o3d.io.write_triangle_mesh(str(temporary), mesh):
-            raise OSError(f"open3d could not write {path}; use a .ply, .obj, .off or .stl name")
+            raise UsageError(f"open3d could not write {path}; check that its folder is writable and has space")
     return path
 
 

@@ -99,11 +99,11 @@ def load_image(path: Optional[Path] = None) -> LoadedImage:
         return LoadedImage(torch.from_numpy(pixels), "astronaut", "scikit-image data.astronaut()", notices)
     path = Path(path)
     if not path.exists():
-        raise UsageError(f"image not found: {path}; check the path given to --image")
+        raise UsageError(f"image not found: {path}; check the path")
     if not path.is_file():
-        raise UsageError(f"{path} is not a file; give --image the path of a PNG or JPEG file")
+        raise UsageError(f"{path} is not a file; give the path of a PNG or JPEG file")
     if path.stat().st_size == 0:
-        raise UsageError(f"{path} is empty (0 bytes); give --image a PNG or JPEG file")
+        raise UsageError(f"{path} is empty (0 bytes); replace it with a PNG or JPEG file")
     notices: list[str] = []
     array = None
     if _png_header(path) in ((16, 2), (16, 6)):  # 16-bit RGB(A): Pillow would truncate it to 8 bits

@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 import torch
@@ -459,6 +459,17 @@ class MeshSDF:
 # ---------------------------------------------------------------------------------------------------- pools
 
 
+POOL_ARRAYS = ("coarse_points", "coarse_sdf", "fine_points", "fine_sdf", "surface_points", "surface_normals",
+               "vertices", "triangles")  # fmt: skip
+"""The arrays of a sample pool that training and measuring read (``rff-sdf pool`` writes them, with metadata)."""
+
+
+def missing_pool_arrays(names: Iterable[str]) -> list[str]:
+    """The arrays of :data:`POOL_ARRAYS` not among ``names``."""
+    names = set(names)
+    return [name for name in POOL_ARRAYS if name not in names]
+
+
 class SamplePool:
     """Precomputed BACON samples with exact SDFs (an ``.npz``), drawn from without open3d.
 
@@ -474,10 +485,9 @@ class SamplePool:
     """
 
     def __init__(self, arrays: dict, device: Union[str, torch.device] = "cpu", seed: int = 0) -> None:
-        required = ("coarse_points", "coarse_sdf", "fine_points", "fine_sdf", "surface_points", "surface_normals")
-        missing = [k for k in required if k not in arrays]
+        missing = missing_pool_arrays(arrays)
         if missing:
-            raise UsageError(f"sample pool lacks {', '.join(missing)}; write it with `rff-sdf pool`")
+            raise UsageError(f"sample pool lacks {', '.join(missing)}; write it again with `rff-sdf pool`")
         self.device = torch.device(device)
         self.coarse = (self._t(arrays["coarse_points"]), self._t(arrays["coarse_sdf"]))
         self.fine = (self._t(arrays["fine_points"]), self._t(arrays["fine_sdf"]))
@@ -504,6 +514,10 @@ class SamplePool:
                 arrays = {k: data[k] for k in data.files}
         except Exception as err:
             raise UsageError(f"could not read sample pool {path} ({err}); write it again with `rff-sdf pool`") from err
+        missing = missing_pool_arrays(arrays)
+        if missing:
+            raise UsageError(f"{path} is not a complete sample pool (it lacks {', '.join(missing)}); write it again "
+                             "with `rff-sdf pool`")  # fmt: skip
         return cls(arrays, device=device, seed=seed)
 
     def _take(self, which: str, n: int) -> tuple[Tensor, Tensor]:

@@ -46,6 +46,7 @@ def picture(tmp_path):
         (["--line-search.lr-min", "0.1", "--line-search.lr-max", "0.01"], "must not exceed"),
         (["--rff-sigma", "nan", "--method", "mlp-rff"], "--rff-sigma must be a finite number"),
         (["--downsample", "8", "--pe", "wire"], "use a smaller --downsample"),
+        (["--downsample", "0"], "--downsample must be positive, got 0"),
     ],
 )
 def test_fit_options_that_cannot_work(options, message, picture, tmp_path, monkeypatch, capsys):
@@ -198,9 +199,13 @@ def test_export_mesh_options_fail_before_loading(tmp_path, monkeypatch, capsys):
     args = ["--load-config", config, "--output-path", tmp_path / "dir.ply", "--overwrite"]
     code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
     assert code == 2 and "dir.ply is a folder; give a file name" in err
-    args = ["--load-config", config, "--output-path", tmp_path / "m.ply", "--threshold", "nan"]
-    code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
-    assert code == 2 and "--threshold must be a finite density, got nan" in err
+    for threshold in ("nan", "0", "-5"):
+        args = ["--load-config", config, "--output-path", tmp_path / "m.ply", "--threshold", threshold]
+        code, err = run(export_mesh.entrypoint, args, monkeypatch, capsys)
+        assert (
+            code == 2
+            and f"--threshold must be a positive density (densities are never negative), got {float(threshold)}" in err
+        )
 
 
 def test_export_mesh_of_an_sdf_fit_names_its_mesh_and_rff_sdf_mesh(tmp_path, monkeypatch, capsys):

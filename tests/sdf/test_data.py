@@ -4,6 +4,7 @@ import numpy as np
 import open3d as o3d
 import pytest
 
+from rff_field.bench.sdf import check_pool
 from rff_field.sdf.data import (
     MeshSDF,
     SamplePool,
@@ -214,3 +215,7 @@ def test_pool_roundtrip_gives_fresh_samples_in_order(tmp_path, sphere_sdf):
         SamplePool.load(tmp_path / "missing.npz")
     with pytest.raises(UsageError, match="lacks"):
         SamplePool({"coarse_points": arrays["coarse_points"]})
+    np.savez(tmp_path / "cut.npz", **{k: v for k, v in arrays.items() if k != "vertices"})
+    for check in (SamplePool.load, check_pool):  # the fit's check and the benchmark's, before any work
+        with pytest.raises(UsageError, match=r"cut.npz is not a complete sample pool \(it lacks vertices\)"):
+            check(tmp_path / "cut.npz")
