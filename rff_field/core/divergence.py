@@ -28,10 +28,13 @@ def nonfinite_counts(groups: Mapping[str, Iterable[Tensor]]) -> dict[str, int]:
     return dict(zip(groups, map(int, torch.stack(counts).tolist()))) if counts else {}
 
 
-def divergence_hints(lr: float, filter_lr: Optional[float], line_search: LineSearchConfig) -> list[str]:
-    """What to try when a fit diverges: a lower ``--lr`` and, for a filtered network (``filter_lr`` given), a lower
-    bound for the filter's line search, or with the line search off a lower ``--filter-lr`` (the values as set)."""
-    hints = [f"a lower --lr (now {lr:g})"]
+def divergence_hints(
+    lr: float, filter_lr: Optional[float], line_search: LineSearchConfig, lr_final: Optional[float] = None
+) -> list[str]:
+    """What to try when a fit diverges: a lower ``--lr`` (and ``--lr-final``, where the rate decays to it) and, for a
+    filtered network (``filter_lr`` given), a lower bound for the filter's line search, or with the line search off a
+    lower ``--filter-lr`` (the values as set)."""
+    hints = [f"a lower --lr (now {lr:g})" + (f" and --lr-final (now {lr_final:g})" if lr_final is not None else "")]
     if filter_lr is None:
         return hints
     if line_search.enabled:

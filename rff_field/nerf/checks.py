@@ -104,13 +104,14 @@ def check_optimizers(optimizers: dict) -> None:
         if not isinstance(group, dict):
             continue
         optimizer, scheduler = group.get("optimizer"), group.get("scheduler")
+        option = name.replace("_", "-")  # as ns-train spells the group
         lr = getattr(optimizer, "lr", None)
         if lr is not None and not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise UsageError(f"--optimizers.{name}.optimizer.lr must be a positive finite number, got {lr}")
+            raise UsageError(f"--optimizers.{option}.optimizer.lr must be a positive finite number, got {lr}")
         if optimizer is not None:
-            check_fields(optimizer, non_negative=("eps", "weight_decay"), prefix=f"--optimizers.{name}.optimizer.")
+            check_fields(optimizer, non_negative=("eps", "weight_decay"), prefix=f"--optimizers.{option}.optimizer.")
         if scheduler is not None:
-            check_fields(scheduler, positive=("lr_final",), prefix=f"--optimizers.{name}.scheduler.")
+            check_fields(scheduler, positive=("lr_final",), prefix=f"--optimizers.{option}.scheduler.")
 
 
 def check_seed(seed: int, option: str) -> None:
@@ -134,6 +135,8 @@ def _check_transforms(path: Path, what: str, min_frames: int = 1) -> dict:
         meta = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise UsageError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); fix or regenerate it") from None
+    except (UnicodeDecodeError, OSError) as err:
+        raise UsageError(f"could not read {path} as JSON text ({err}); fix or regenerate it") from None
     frames = meta.get("frames") if isinstance(meta, dict) else None
     if not frames or len(frames) < min_frames:
         listed = f"only {len(frames)} frame" if frames else "no frames"
@@ -213,6 +216,8 @@ def check_blender_dataset(data: Path, test_mode: TestMode = "val", method: Optio
     """Raise :class:`UsageError` unless ``data`` is a Blender-format scene with the splits ``test_mode`` reads
     (``method``: the method being trained, for the hint on the subcommand of another layout)."""
     data = Path(data)
+    if data.is_file():
+        raise UsageError(f"--data {data} is a file; pass the folder that holds it")
     if not data.is_dir():
         raise UsageError(
             f"dataset folder {data} does not exist; pass --data to a Blender-format scene "

@@ -57,12 +57,14 @@ def divergence_callback(model: Model, attributes: TrainingCallbackAttributes) ->
 
     def message(step: int, loss, counts) -> str:
         hints = []
+        search = getattr(model.config, "line_search", None)
+        searching = search is not None and search.enabled
         if trainer is not None:
             for name, group in trainer.config.optimizers.items():
-                if name != "filter":
-                    hints.append(f"a lower --optimizers.{name}.optimizer.lr (now {group['optimizer'].lr:g})")
-        search = getattr(model.config, "line_search", None)
-        if search is not None and search.enabled:
+                if name != "filter" or not searching:  # the line search sets the filter's rate
+                    option = f"--optimizers.{name.replace('_', '-')}.optimizer.lr"
+                    hints.append(f"a lower {option} (now {group['optimizer'].lr:g})")
+        if searching:
             hints.append(f"a lower --pipeline.model.line-search.lr-max (now {search.lr_max:g})")
         kept = "no checkpoint was written"
         if trainer is not None:

@@ -243,5 +243,5 @@ def check_finite_checkpoint(state: Dict[str, Any], step: int) -> None:
     if bad:
         raise UsageError(
             f"the checkpoint of step {step} holds non-finite values ({len(bad)} tensors, e.g. {bad[0]}): its training "
-            "diverged; use an earlier checkpoint or train again with a lower learning rate"
+            "diverged; train again with a lower learning rate (e.g. --optimizers.fields.optimizer.lr)"
         )

@@ -206,6 +206,9 @@ class SDFTrainConfig:
                      positive=("coarse_scale", "fine_scale", "lr", "lr_final", "filter_lr"))  # fmt: skip
         if self.points_per_step < 2:
             raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")
+        if self.lr is not None and self.lr_final > self.lr:
+            raise UsageError(f"--lr-final ({self.lr_final:g}) must not exceed --lr ({self.lr:g}): the rate decays from "
+                             "--lr to --lr-final; lower --lr-final too")  # fmt: skip
         self.line_search.check()
 
 
@@ -298,7 +301,7 @@ def train_sdf(
     scheduled_rates: list[float] = []  # without the line search the rates are numbers: no tensor read
     result = TrainResult()
     filter_params, inr_params = split_filter_parameters(network)
-    hints = divergence_hints(lr, filter_lr if filter_params else None, config.line_search)
+    hints = divergence_hints(lr, filter_lr if filter_params else None, config.line_search, config.lr_final)
     guard = LastFiniteState(network, {"filter": filter_params, "INR": inr_params}, hints)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     rates_before: list[float] = []  # with the line search, the rates of the runs before a resume (it records its own)

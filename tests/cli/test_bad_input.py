@@ -98,6 +98,8 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
     assert code == 2 and "is a folder; give the path of a mesh file" in err
     code, err = run(sdf.entrypoint, ["fit", "--lr", "-1", "--out", tmp_path / "o"], monkeypatch, capsys)
     assert code == 2 and "--lr must be positive" in err
+    code, err = run(sdf.entrypoint, ["fit", "--lr", "5e-5", "--out", tmp_path / "o"], monkeypatch, capsys)
+    assert code == 2 and "--lr-final (0.0001) must not exceed --lr (5e-05)" in err
     code, err = run(sdf.entrypoint, ["fit", "--hidden-features", "0", "--out", tmp_path / "o"], monkeypatch, capsys)
     assert code == 2 and "--hidden-features must be positive" in err and not (tmp_path / "o").exists()
 
@@ -290,7 +292,9 @@ def test_sdf_fit_divergence_stops_with_one_line(tmp_path, monkeypatch, capsys):
                     monkeypatch, capsys)  # fmt: skip
     assert code == 3
     line = err.strip().splitlines()[-1]
-    assert line.startswith("rff-sdf: training diverged at step") and "--lr (now 1e+30)" in line
+    assert (
+        line.startswith("rff-sdf: training diverged at step") and "--lr (now 1e+30) and --lr-final (now 0.0001)" in line
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["diverged"] and metrics["iters"] == 0
 

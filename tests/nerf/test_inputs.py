@@ -22,6 +22,7 @@ from rff_field.nerf.checks import (
     check_dataset,
     check_model_config,
     check_nerfacto_config,
+    check_optimizers,
 )
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
@@ -116,6 +117,8 @@ def test_missing_folder_and_missing_transforms(scene, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="no transforms_train.json: not a Blender-format scene"):
         check_blender_dataset(tmp_path / "empty")
+    with pytest.raises(UsageError, match="transforms_train.json is a file; pass the folder that holds it"):
+        check_blender_dataset(scene / "transforms_train.json")
 
 
 def test_missing_split(scene, tmp_path):
@@ -133,6 +136,9 @@ def test_broken_json_missing_images_and_fov(scene, tmp_path):
     data = _copy(scene, tmp_path)
     (data / "transforms_test.json").write_text("{ not json")
     with pytest.raises(UsageError, match="not valid JSON"):
+        check_blender_dataset(data, "test")
+    (data / "transforms_test.json").write_bytes(b'{"frames": "\xff\xfe"}')  # not UTF-8
+    with pytest.raises(UsageError, match="could not read .*transforms_test.json as JSON text"):
         check_blender_dataset(data, "test")
     (data / "train" / "r_1.png").unlink()
     with pytest.raises(UsageError, match=r"1 image\(s\) listed in transforms_train.json are missing"):
@@ -354,6 +360,13 @@ def test_trainer_refuses_a_negative_learning_rate_before_the_config_dump(scene, 
     err = capsys.readouterr()
     assert "--optimizers.fields.optimizer.lr must be a positive finite number, got -1.0" in err.err
     assert "Config" not in err.out
+
+
+def test_optimizer_groups_are_named_as_ns_train_spells_them():
+    from nerfstudio.engine.optimizers import AdamOptimizerConfig
+
+    with pytest.raises(UsageError, match=r"^--optimizers\.proposal-networks\.optimizer\.lr must be a positive"):
+        check_optimizers({"proposal_networks": {"optimizer": AdamOptimizerConfig(lr=0.0), "scheduler": None}})
 
 
 def test_trainer_refuses_to_write_over_an_earlier_runs_checkpoints(scene, tmp_path, capsys):
