@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -70,9 +70,11 @@ class MethodSpec:
         """The steps of this method's runs: its own ``iters``, else ``default``."""
         return int(self.variant.overrides["iters"]) if "iters" in self.variant.overrides else default
 
-    def configs(self, network: SDFNetworkConfig, train: SDFTrainConfig) -> tuple[SDFNetworkConfig, SDFTrainConfig]:
+    def configs(
+        self, network: SDFNetworkConfig, train: SDFTrainConfig, notify: Callable[[str], None] = print_note
+    ) -> tuple[SDFNetworkConfig, SDFTrainConfig]:
         network, train = copy.deepcopy(network), copy.deepcopy(train)
-        set_options([network, train], self.variant.overrides, notify=print_note)
+        set_options([network, train], self.variant.overrides, notify=notify)
         return network, train
 
 

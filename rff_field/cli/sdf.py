@@ -207,6 +207,13 @@ class Bench:
                 )
         else:
             _check_common(self.train, self.output, sign_rays=self.sign_rays)
+            for spec in specs:  # each variant on this command's options, before any shape is sampled
+                variant_network, variant_train = spec.configs(network, self.train, notify=lambda message: None)
+                try:
+                    variant_network.check()
+                    variant_train.check()
+                except UsageError as err:
+                    raise UsageError(f"variant {spec.variant.label!r}: {err}") from None
             if self.pools and self.meshes:
                 raise UsageError("give either --meshes (sampled now) or --pools (sampled before), not both")
             stems = [Path(path).stem for path in (*self.pools, *self.meshes)]

@@ -115,6 +115,18 @@ class SDFNetworkConfig(NetworkConfig):
             raise UsageError(f"BACON needs at least one hidden layer, got --hidden-layers {self.hidden_layers}")
         if self.pe == "wire" and self.method.endswith("-pe"):
             raise UsageError("the WIRE PE needs an image size; use --pe loglinear or --pe pow2 for shapes")
+        if self.method == "bacon":
+            self._check_bacon_schedule(self.resolved().hidden_layers)
+
+    def _check_bacon_schedule(self, layers: int) -> None:
+        scales, outputs = self.bacon_input_scales, self.bacon_output_layers
+        if scales is not None and len(scales) != layers + 1:
+            raise UsageError(f"--bacon-input-scales needs {layers + 1} values (one per filter of {layers} hidden "
+                             f"layers), got {len(scales)}")  # fmt: skip
+        if outputs is not None and (not outputs or sorted(set(outputs)) != list(outputs) or outputs[0] < 1
+                                    or outputs[-1] != layers):  # fmt: skip
+            raise UsageError(f"--bacon-output-layers must increase within 1..{layers} and end at {layers} (the "
+                             f"hidden layers), got {' '.join(map(str, outputs))}")  # fmt: skip
 
     def resolved(self) -> "SDFNetworkConfig":
         """A copy with the per-method defaults filled in."""

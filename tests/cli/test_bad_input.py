@@ -116,6 +116,15 @@ def test_sdf_inputs(tmp_path, monkeypatch, capsys):
         (["fit", "--pe", "wire"], "the WIRE PE needs an image size; use --pe loglinear or --pe pow2 for shapes"),
         (["bench", "--methods", "siren", "mlp-pe,pe=wire"], "the WIRE PE needs an image size"),
         (["bench", "--methods", "mlp-pe,hidden_features=0"], "--hidden-features must be positive"),
+        (["bench", "--methods", "mlp-pe", "--hidden-features", "0"], "variant 'mlp-pe': --hidden-features must be"),
+        (
+            ["bench", "--methods", "bacon", "--bacon-input-scales", "0.5", "1"],
+            "variant 'bacon': --bacon-input-scales needs 9 values (one per filter of 8 hidden layers), got 2",
+        ),
+        (
+            ["fit", "--method", "bacon", "--hidden-layers", "4", "--bacon-output-layers", "2", "3"],
+            "--bacon-output-layers must increase within 1..4 and end at 4 (the hidden layers), got 2 3",
+        ),
         (["bench", "--meshes", "OUT/missing.ply"], "no mesh file"),
         (["bench", "--meshes", "OUT/a/bunny.ply", "OUT/b/bunny.ply"], "two shapes are named bunny"),
         (["bench", "--figure-mesh", "bunny"], "--figure-mesh bunny is not one of the shapes: generated"),
