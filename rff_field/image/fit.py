@@ -275,6 +275,8 @@ def fit_image(
     num_pixels = height * width
     with seeded(config.seed):
         model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
+    if config.dump_embedding and not isinstance(model, FourierFeatureMLP):
+        notify("--dump-embedding applies to mlp-*/filtered-* methods only; no embedding.png will be written")
     coords = pixel_coordinates(height, width).to(device)
     target = pixels.reshape(-1, channels).to(device=device, dtype=torch.float32)
     forward = PixelPredictor(model, coords, config.cache_embedding, notify)
@@ -507,7 +509,7 @@ def finish_fit(
     }
     if hasattr(model, "summary"):  # SAPE's progression
         metrics.update(model.summary())
-    embedding = _embedding_channels(model, forward.coords, height, width, config.dump_embedding, notify)
+    embedding = _embedding_channels(model, forward.coords, height, width, config.dump_embedding)
     return FitResult(metrics, reconstruction.cpu(), pixels.float(), embedding, model_state(model))
 
 
@@ -517,14 +519,9 @@ def _embedding_dim(model: nn.Module) -> Optional[int]:
 
 
 @torch.no_grad()
-def _embedding_channels(
-    model: nn.Module, coords: Tensor, height: int, width: int, count: int, notify: Callable[[str], None]
-) -> dict[str, np.ndarray]:
+def _embedding_channels(model: nn.Module, coords: Tensor, height: int, width: int, count: int) -> dict[str, np.ndarray]:
     """``count`` evenly spaced channels of gamma and of f(gamma) * gamma over the pixel grid, ``[K, H, W]``."""
-    if count <= 0:
-        return {}
-    if not isinstance(model, FourierFeatureMLP):
-        notify("--dump-embedding applies to mlp-*/filtered-* methods only; no embedding.png written")
+    if count <= 0 or not isinstance(model, FourierFeatureMLP):  # the fit said so before training
         return {}
     encoding = model.encoding
     base = fixed_embedding(model)

@@ -6,6 +6,7 @@ nerfstudio's own answer to Ctrl-C stops at once, prints a traceback and keeps on
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -37,9 +38,10 @@ def ctrl_c_callback(attributes: TrainingCallbackAttributes) -> Optional[Training
             return
         trainer.stop_training = True
         setattr(trainer, PRESSED, True)
+        resume = " (ns-train with --load-dir goes on from it)" if os.path.basename(sys.argv[0]) == "ns-train" else ""
         print(
-            f"Ctrl-C: training stops after this step and saves its checkpoint in {trainer.checkpoint_dir} (ns-train "
-            "with --load-dir goes on from it); press Ctrl-C again to stop at once",
+            f"Ctrl-C: training stops after this step and saves its checkpoint in {trainer.checkpoint_dir}{resume}; "
+            "press Ctrl-C again to stop at once",
             file=sys.stderr,
             flush=True,
         )

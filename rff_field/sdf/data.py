@@ -328,6 +328,13 @@ def load_shape(
 ) -> tuple[str, "o3d.geometry.TriangleMesh", Normalization]:
     """A shape's name, its checked mesh in BACON's normalised space and the map from the file's units; ``None``
     gives the generated shape."""
+    try:
+        import open3d  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "sampling a shape needs open3d, which is not installed here; install it, or write a sample "
+            "pool where it is (`rff-sdf pool`) and train from that (--pool / --pools)"
+        ) from None
     if path is None:
         mesh, normalization = normalize_mesh(generated_shape())
         return GENERATED_SHAPE, mesh, normalization

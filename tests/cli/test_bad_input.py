@@ -93,6 +93,13 @@ def test_a_fit_refuses_the_folder_of_another_command(picture, tmp_path, monkeypa
     assert [path.name for path in benchmark.iterdir()] == ["bench.json"]
 
 
+def test_sdf_fit_without_open3d_says_to_train_from_a_pool(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "open3d", None)  # as on a machine without it: importing it raises
+    code, err = run(sdf.entrypoint, ["fit", "--out", tmp_path / "o", "--no-progress"], monkeypatch, capsys)
+    assert code == 2 and "sampling a shape needs open3d, which is not installed here" in err
+    assert err.strip().count("\n") == 0 and not (tmp_path / "o").exists()
+
+
 def test_sdf_inputs(tmp_path, monkeypatch, capsys):
     code, err = run(sdf.entrypoint, ["fit", "--mesh", tmp_path, "--out", tmp_path / "o"], monkeypatch, capsys)
     assert code == 2 and "is a folder; give the path of a mesh file" in err
