@@ -583,8 +583,8 @@ def run_batch(
     return not stopped
 
 
-def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:
-    """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
+def checked_jobs(config: BenchConfig) -> list[Job]:
+    """The benchmark's jobs, its options checked (nothing read or written yet)."""
     check_fields(config, positive_int=("downsample", "batch_models", "sweep_iters", "long_iters"))
     jobs = build_jobs(config)
     if not jobs:
@@ -593,6 +593,19 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
     if config.crops_image is not None and config.crops_image not in subjects:
         raise UsageError(f"--crops-image {config.crops_image} is not one of the images: {', '.join(subjects)}")
     config.jobs.check(jobs)
+    return jobs
+
+
+def check_before_work(config: BenchConfig, jobs: list[Job], notify: Optional[Callable[[str], None]] = None) -> None:
+    """What :func:`run_bench` checks before any fit, beyond the options: every image of this shard's jobs, and that
+    ``--out`` holds no other benchmark (it becomes this one's)."""
+    check_images(config, selected(jobs, config.jobs), notify)
+    _check_out(config, jobs)
+
+
+def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = None) -> Optional[dict]:
+    """Run the pending jobs of this shard (or one job) and summarise; returns the summary (None for --job)."""
+    jobs = checked_jobs(config)
     if config.jobs.list_jobs:
         print_jobs(jobs, config.out, partial(pending_status, config))
         return None
@@ -602,9 +615,8 @@ def run_bench(config: BenchConfig, notify: Optional[Callable[[str], None]] = Non
             raise UsageError(f"no finished jobs of this benchmark under {config.out}; run it first")
         check_summarized_protocol(config, jobs)
         return summarize(config, jobs)
+    check_before_work(config, jobs, notify)
     todo = selected(jobs, config.jobs)
-    check_images(config, todo, notify)
-    _check_out(config, jobs)
     for job in todo:
         place_checkpoint(config, job)
     if config.engine != "sequential":

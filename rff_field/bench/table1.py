@@ -20,7 +20,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from rff_field.bench.image import BenchConfig, build_jobs, job_config, list_images, run_bench
+from rff_field.bench.image import (
+    BenchConfig,
+    build_jobs,
+    check_before_work,
+    checked_jobs,
+    job_config,
+    list_images,
+    run_bench,
+)
 from rff_field.bench.protocols import build_config, read_protocol
 from rff_field.bench.timing import BatchTiming, ImageTiming
 from rff_field.common.datasets import DATA_ROOT
@@ -154,6 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.monotonic()
     try:
         config = bench_config(args)
+        check_before_work(config, checked_jobs(config))  # not after minutes of timing
         if args.graph_check:
             graph_check(config, args.graph_check, args.out / "timing")
         if args.timing:

@@ -107,3 +107,14 @@ def test_the_protocols_images_unless_names_are_given_and_overwrite(tmp_path):
     assert given.names == ("kodim05",) and given.jobs.overwrite
     every = bench_config(parse_args([*args, "--protocol", f"{protocol}:every"]))
     assert every.names == () and not every.jobs.overwrite
+
+
+def test_bad_options_are_refused_before_the_timing(tmp_path, capsys):
+    from rff_field.bench import table1
+
+    (tmp_path / "images").mkdir()
+    iio.imwrite(tmp_path / "images" / "a.png", np.random.default_rng(0).integers(0, 256, (16, 24, 3), dtype=np.uint8))
+    args = ["--out", str(tmp_path / "out"), "--images", str(tmp_path / "images"), "--device", "cpu", "--timing",
+            "--variants", "mlp-pe", "no-such-method"]  # fmt: skip
+    assert table1.main(args) == 2
+    assert "no-such-method" in capsys.readouterr().err and not (tmp_path / "out" / "timing").exists()
