@@ -227,7 +227,7 @@ def list_images(folder: Path, names: tuple[str, ...], option: str = "--names") -
     paths = [p for p in entries if p.is_file()]
     if not paths:
         searched = " (subfolders are not searched)" if any(p.is_dir() for p in folder.iterdir()) else ""
-        raise UsageError(f"no PNG/JPEG images in {folder}{searched}")
+        raise UsageError(f"no PNG/JPEG images in {folder}{searched}; give --images a folder of images")
     available = {p.stem: p for p in paths}
     if len(available) < len(paths):
         stem = next(stem for stem in available if sum(p.stem == stem for p in paths) > 1)
@@ -237,7 +237,7 @@ def list_images(folder: Path, names: tuple[str, ...], option: str = "--names") -
         return paths
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise UsageError(f"image {', '.join(repeated)} is named more than once; name each image once")
+        raise UsageError(f"{option} names {', '.join(repeated)} more than once; name each image once")
     missing = [name for name in names if name not in available]
     if missing:
         raise UsageError(f"{option} names {', '.join(missing)}, which {folder} lacks; give file stems of its images")

@@ -42,7 +42,7 @@ def read_protocol(spec: str) -> tuple[dict, str]:
     try:
         tables = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise UsageError(f"--protocol {spec}: {path} is not valid TOML ({err})") from None
+        raise UsageError(f"--protocol {spec}: {path} is not valid TOML ({err}); fix the file") from None
     tables = {key: value for key, value in tables.items() if isinstance(value, dict)}
     if not name or name not in tables:
         raise UsageError(f"--protocol {spec}: name one of the tables of {path}: {', '.join(tables) or '(none)'}")

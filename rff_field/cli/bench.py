@@ -110,7 +110,8 @@ def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     if argv[:1] == ["image"] and image_cli.split_protocol(argv)[0] is not None:
         image_cli.run_bench("rff-bench image", argv[1:])
     else:
-        run_command("rff-bench", Command, __doc__, image_cli.LEGACY_FLAGS, argv)
+        legacy = sdf_cli.LEGACY_FLAGS if argv[:1] == ["sdf"] else image_cli.LEGACY_FLAGS  # each tool's earlier names
+        run_command("rff-bench", Command, __doc__, legacy, argv)
 
 
 if __name__ == "__main__":

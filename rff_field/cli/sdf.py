@@ -388,7 +388,8 @@ class Mesh:
         check_output_path(out, (".ply",), self.overwrite)
         vertices, triangles = extract_mesh(network, self.resolution, device, self.grid_batch, progress=self.progress)
         if not len(triangles):
-            raise UsageError(f"the SDF of {self.fit} does not cross level 0 in [-0.5, 0.5]^3: no surface to mesh")
+            raise UsageError(f"the SDF of {self.fit} does not cross level 0 in [-0.5, 0.5]^3: no surface to mesh; "
+                             "try a finer --resolution, or fit again")  # fmt: skip
         write_ply(vertices, triangles, out, overwrite=True)
         print(f"wrote {out} ({len(triangles):,} triangles, {self.resolution}^3 grid)")
         return out

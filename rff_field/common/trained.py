@@ -28,7 +28,8 @@ def load_trained_network(
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder; give the --out folder of a finished `{command}`")
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise UsageError(f"{folder} {what}; give the --out folder of a finished `{command}`")
     missing = [name for name in (settings_file, WEIGHTS_FILE) if not (folder / name).is_file()]
     if missing == [WEIGHTS_FILE]:
         raise UsageError(f"{folder} holds a fit without its weights ({WEIGHTS_FILE}): {no_weights}")
@@ -42,7 +43,7 @@ def load_trained_network(
     except (ValueError, KeyError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UsageError(f"cannot rebuild the network of {folder} from its {settings_file} and {WEIGHTS_FILE} "
-                         f"({reason})") from None  # fmt: skip
+                         f"({reason}); fit it again with this version (--overwrite)") from None  # fmt: skip
     if not all(torch.isfinite(parameter).all() for parameter in network.parameters()):
         raise UsageError(f"the weights in {folder} hold non-finite values: its training diverged; fit it again")
     return network.eval(), settings

@@ -66,7 +66,8 @@ def to_unit_float(array: np.ndarray, name: str = "image") -> tuple[np.ndarray, l
     if array.ndim == 2:
         array = array[..., None]
     if array.ndim != 3 or array.shape[2] not in (1, 2, 3, 4):
-        raise UsageError(f"{name}: expected a grayscale, RGB or RGBA image, got an array of shape {array.shape}")
+        raise UsageError(f"{name}: expected a grayscale, RGB or RGBA image, got an array of shape {array.shape}; "
+                         "save it as a PNG or JPEG of one of those")  # fmt: skip
     if array.shape[0] < MIN_SIDE or array.shape[1] < MIN_SIDE:
         size = f"{array.shape[1]}x{array.shape[0]}"
         raise UsageError(f"{name}: the image is {size} pixels; give an image of at least {MIN_SIDE}x{MIN_SIDE}")

@@ -85,6 +85,8 @@ def test_legacy_flags_are_renamed_with_a_notice(monkeypatch, capsys):
     assert run(image.entrypoint, ["fit", "--no-line-search", "--lr-max", "0.5", "--help"], monkeypatch) == 0
     err = capsys.readouterr().err
     assert "--no-line-search is now --line-search.no-enabled" in err and "--lr-max is now --line-search.lr-max" in err
+    assert run(bench.entrypoint, ["sdf", "--filter-lr-max", "0.5", "--help"], monkeypatch) == 0  # rff-sdf's names
+    assert "--filter-lr-max is now --line-search.lr-max" in capsys.readouterr().err
 
 
 def test_image_and_filter_timing_write_tables(tmp_path):
