@@ -39,7 +39,7 @@ from rff_field.common.outputs import write_text, written_atomically
 from rff_field.common.progress import print_note
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.checkpoint import SDFCheckpoint
-from rff_field.sdf.data import POOL_ARRAYS, SamplePool, missing_pool_arrays
+from rff_field.sdf.data import POOL_ARRAYS, SamplePool, check_pool_arrays
 from rff_field.sdf.fit import SDF_METHODS, SDFNetworkConfig, SDFTrainConfig
 from rff_field.sdf.metrics import Surface, shape_metrics
 from rff_field.sdf.run import GroundTruth, OutputConfig, open3d_available, run_sdf
@@ -94,14 +94,12 @@ def check_pool(path: Path) -> None:
         raise UsageError(f"sample pool {path} does not exist; write it with `rff-sdf pool`")
     try:
         with np.load(path, allow_pickle=False) as data:
-            missing = missing_pool_arrays(getattr(data, "files", ()))
+            names = list(getattr(data, "files", ()))
     except (ValueError, OSError, zipfile.BadZipFile):
-        missing = list(POOL_ARRAYS)
-    if len(missing) == len(POOL_ARRAYS):
+        names = []
+    if not set(names) & set(POOL_ARRAYS):
         raise UsageError(f"{path} is not a sample pool (an .npz written by `rff-sdf pool`)")
-    if missing:
-        raise UsageError(f"{path} is not a complete sample pool (it lacks {', '.join(missing)}); write it again with "
-                         "`rff-sdf pool`")  # fmt: skip
+    check_pool_arrays(path, names)
 
 
 def load_pool_arrays(path: Path) -> dict:

@@ -477,6 +477,15 @@ def missing_pool_arrays(names: Iterable[str]) -> list[str]:
     return [name for name in POOL_ARRAYS if name not in names]
 
 
+def check_pool_arrays(path: Union[str, Path], names: Iterable[str]) -> None:
+    """Raise :class:`UsageError` naming what the pool at ``path`` lacks when ``names`` (its arrays) are not all of
+    :data:`POOL_ARRAYS`."""
+    missing = missing_pool_arrays(names)
+    if missing:
+        raise UsageError(f"{path} is not a complete sample pool (it lacks {', '.join(missing)}); write it again with "
+                         "`rff-sdf pool`")  # fmt: skip
+
+
 class SamplePool:
     """Precomputed BACON samples with exact SDFs (an ``.npz``), drawn from without open3d.
 
@@ -521,10 +530,7 @@ class SamplePool:
                 arrays = {k: data[k] for k in data.files}
         except Exception as err:
             raise UsageError(f"could not read sample pool {path} ({err}); write it again with `rff-sdf pool`") from err
-        missing = missing_pool_arrays(arrays)
-        if missing:
-            raise UsageError(f"{path} is not a complete sample pool (it lacks {', '.join(missing)}); write it again "
-                             "with `rff-sdf pool`")  # fmt: skip
+        check_pool_arrays(path, arrays)
         return cls(arrays, device=device, seed=seed)
 
     def _take(self, which: str, n: int) -> tuple[Tensor, Tensor]:
