@@ -11,7 +11,6 @@ import concurrent.futures
 import fnmatch
 import json
 import multiprocessing
-import reprlib
 import shutil
 import signal
 import time
@@ -22,6 +21,7 @@ from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 from rff_field.bench.variants import Variant
 from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration, differing_settings
 from rff_field.common.locks import release, try_lock
+from rff_field.common.options import option_flag, option_value
 from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, clear_outputs, write_json
 from rff_field.common.stopping import FitInterrupted, follow_parent_stop
 from rff_field.core.errors import JobsFailed, UsageError
@@ -211,12 +211,16 @@ def claim_benchmark_folder(
 def describe_conflicts(
     conflicts: Mapping[str, tuple[Any, Any]], stored_in: str = "there", current_in: str = "now"
 ) -> str:
-    """Differing protocol keys (:func:`differing_settings`) in words: each option by its dotted key with its stored
-    and its current value (said to be ``stored_in`` and ``current_in``), the jobs recorded by :func:`job_table` by
-    their folders."""
+    """Differing protocol keys (:func:`differing_settings`) in words: each option by its flag with its stored and
+    its current value (said to be ``stored_in`` and ``current_in``), images (``images.NAME``, by content) by name,
+    the jobs recorded by :func:`job_table` by their folders."""
     jobs = sorted({key[len("jobs.") :].rpartition(".")[0] for key in conflicts if key.startswith("jobs.")})
-    reasons = [f"{key}: {reprlib.repr(stored)} {stored_in}, {reprlib.repr(current)} {current_in}"
-               for key, (stored, current) in conflicts.items() if not key.startswith("jobs.")]  # fmt: skip
+    images = sorted(key[len("images.") :] for key in conflicts if key.startswith("images."))
+    reasons = sorted(f"{option_flag(key)}: {option_value(stored)} {stored_in}, {option_value(current)} {current_in}"
+               for key, (stored, current) in conflicts.items() if not key.startswith(("jobs.", "images.")))  # fmt: skip
+    if images:
+        reasons.append(f"image {', '.join(images)} changed since its jobs ran" if len(images) == 1 else
+                       f"images {', '.join(images)} changed since their jobs ran")  # fmt: skip
     if jobs:
         reasons.append(f"{', '.join(jobs)} ran with another variant or length (--iters, --steps)")
     return "; ".join(reasons)

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from rff_field.common.options import option_flag, option_value
 from rff_field.common.outputs import write_torch
 from rff_field.core.errors import UsageError
 
@@ -147,7 +148,9 @@ def settings_differences(stored: str, current: str) -> list[str]:
                 for key, value in (part.items() if isinstance(part, dict) else [(f"input {index}", part)])}  # fmt: skip
 
     differences = differing_settings(by_key(stored), by_key(current))
-    return [f"{key}: {there} there, {now} now" for key, (there, now) in differences.items()]
+    return sorted(f"{key} differs" if key.endswith(" content") else
+                  f"{option_flag(key)}: {option_value(there)} there, {option_value(now)} now"
+                  for key, (there, now) in differences.items())  # fmt: skip
 
 
 def check_resumable(

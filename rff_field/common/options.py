@@ -6,6 +6,8 @@ are then inert annotations, and only the commands need tyro.
 
 from __future__ import annotations
 
+import reprlib
+
 try:
     import tyro
 except ImportError:
@@ -20,3 +22,20 @@ NoPrefix = tyro.conf.OmitArgPrefixes if tyro is not None else "no-prefix"
 
 Hidden = tyro.conf.Suppress if tyro is not None else "hidden"
 """An inherited option that does not apply to this command (it keeps its default and is left out of --help)."""
+
+
+def option_flag(key: str) -> str:
+    """The command-line flag of a dotted config key, as the commands show it: nested configs without their names,
+    but for the line search's (``fit.network.hidden_features`` -> ``--hidden-features``,
+    ``train.line_search.lr_max`` -> ``--line-search.lr-max``). Keys that are not dotted names (``image content``)
+    are returned unchanged."""
+    parts = key.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return key
+    kept = parts[parts.index("line_search") :] if "line_search" in parts else parts[-1:]
+    return "--" + ".".join(kept).replace("_", "-")
+
+
+def option_value(value: object) -> str:
+    """An option's value in a message (None, the unset optional: ``default``)."""
+    return "default" if value is None else reprlib.repr(value)

@@ -200,7 +200,7 @@ def test_a_benchmark_folder_is_refused_to_other_commands_and_other_protocols(tmp
     for overwrite in (False, True):
         with pytest.raises(UsageError, match=r"holds an `rff-bench image` benchmark, not one of `rff-bench sdf`"):
             claim_benchmark_folder(out, "sdf", {"pool_size": 1}, overwrite, ("runs/*/*",))
-    with pytest.raises(UsageError, match=r"another protocol \(downsample: 4 there, 2 now;"):
+    with pytest.raises(UsageError, match=r"another protocol \(--downsample: 4 there, 2 now;"):
         claim_benchmark_folder(out, "image", {"downsample": 2}, False, ("runs/*/*",))
     claim_benchmark_folder(out, "image", {"downsample": 4, "jobs": {"runs/b/y": 2}}, False, ("runs/*/*",))
     assert json.loads((out / "bench.json").read_text())["protocol"]["jobs"] == {"runs/a/x": 1, "runs/b/y": 2}
@@ -209,7 +209,7 @@ def test_a_benchmark_folder_is_refused_to_other_commands_and_other_protocols(tmp
     (out / "results.md").write_text("the summary of the jobs at x4")
     claim_benchmark_folder(out, "image", {"downsample": 2}, True, ("runs/*/*",))
     assert not (out / "results.md").exists()
-    assert "held 2 jobs of another protocol (downsample: 4 there, 2 now); removed them" in capsys.readouterr().out
+    assert "held 2 jobs of another protocol (--downsample: 4 there, 2 now); removed them" in capsys.readouterr().out
     assert not (out / "runs/a/x").exists() and not (out / "runs/b/linked").is_symlink()
     assert (elsewhere / "metrics.json").is_file()  # a linked job: the link goes, not what it points to
     assert json.loads((out / "bench.json").read_text()) == {"kind": "image", "protocol": {"downsample": 2}}

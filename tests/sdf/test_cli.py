@@ -168,7 +168,7 @@ def test_bench_pool_resume_and_report(tmp_path):
     assert (out / "runs/generated/mlp-pe/metrics.json").stat().st_mtime_ns == stamp
     # --resume with other settings would mix runs of two protocols in one table: refused.
     conflicts = (
-        r"pool_size: \d+ there, \d+ now; train.iters: \d+ there, 9 now; "
+        r"--iters: \d+ there, 9 now; --pool-size: \d+ there, \d+ now; "
         "runs/generated/mlp-pe ran with another variant or length"
     )
     with pytest.raises(UsageError, match=rf"another protocol \({conflicts} .*; see .*bench.json\)"):
