@@ -8,6 +8,7 @@ A job writes its own folder under the benchmark's output folder; it is finished 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import fnmatch
 import json
 import multiprocessing
@@ -277,31 +278,34 @@ class RunReport:
 
 
 class JobClaims:
-    """Locks on the jobs this process runs, under ``OUT/.running/``: another process running the same benchmark
-    leaves them to it instead of fitting them a second time and writing over its files."""
+    """Locks on the jobs this process runs, under ``OUT/.running/`` (removed with the last of them): another process
+    running the same benchmark leaves them to it instead of fitting them a second time and writing over its files."""
 
     def __init__(self, out: Path) -> None:
         self.folder = Path(out) / ".running"
-        self.held: dict[Path, int] = {}
+        self.held: dict[Path, tuple[int, Path]] = {}
 
     def claim(self, jobs: Sequence[Job]) -> bool:
         """Lock every job of ``jobs``; False (holding none of them) when another process holds one."""
         taken = []
         for job in jobs:
-            descriptor = try_lock(self.folder / (job.folder.as_posix().replace("/", "--") + ".lock"))
+            lock = self.folder / (job.folder.as_posix().replace("/", "--") + ".lock")
+            descriptor = try_lock(lock)
             if descriptor is None:
-                for other in taken:
-                    release(self.held.pop(other.folder))
+                self.release(taken)
                 return False
-            self.held[job.folder] = descriptor
+            self.held[job.folder] = (descriptor, lock)
             taken.append(job)
         return True
 
     def release(self, jobs: Sequence[Job]) -> None:
-        """Give up the locks of ``jobs``."""
+        """Give up the locks of ``jobs``, and remove their files (and the folder, once no process holds any)."""
         for job in jobs:
             if job.folder in self.held:
-                release(self.held.pop(job.folder))
+                descriptor, lock = self.held.pop(job.folder)
+                release(descriptor, remove=lock)
+        with contextlib.suppress(OSError):  # not empty: other processes hold locks there
+            self.folder.rmdir()
 
 
 def _claim(

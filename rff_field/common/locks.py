@@ -24,20 +24,39 @@ def try_lock(path: Path) -> Optional[int]:
     """An open descriptor of ``path`` (a folder, or a file created empty if missing) holding an exclusive lock on it,
     or None when another process holds it. Pass the descriptor to :func:`release`."""
     path = Path(path)
-    if not path.is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_RDONLY if path.is_dir() else os.O_RDONLY | os.O_CREAT, 0o644)
-    if fcntl is not None:
+    while True:
+        if not path.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            descriptor = os.open(path, os.O_RDONLY if path.is_dir() else os.O_RDONLY | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # its folder was removed by a process releasing the last lock in it
+            continue
+        if fcntl is None:
+            return descriptor
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
             return None
-    return descriptor
+        if path.is_dir() or _is_file_at(descriptor, path):
+            return descriptor
+        os.close(descriptor)  # its holder removed the file after this process opened it: lock the one there now
 
 
-def release(descriptor: int) -> None:
-    """Give up a lock of :func:`try_lock`."""
+def _is_file_at(descriptor: int, path: Path) -> bool:
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(descriptor)
+    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
+def release(descriptor: int, remove: Optional[Path] = None) -> None:
+    """Give up a lock of :func:`try_lock`; ``remove``: its file, removed first (while it is still held, so that no
+    other process holds a lock on a file no longer there)."""
+    if remove is not None and fcntl is not None:
+        Path(remove).unlink(missing_ok=True)
     os.close(descriptor)
 
 

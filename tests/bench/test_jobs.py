@@ -69,9 +69,34 @@ def test_jobs_another_process_runs_or_finished_are_left_to_it(tmp_path, engine, 
     assert ran == ["s0", "s3"] and report.busy == [jobs[1]] and report.skipped == [jobs[2]]
     assert "runs/s1: running in another process; left to it" in capsys.readouterr().out
     assert json.loads((tmp_path / "runs/s2/metrics.json").read_text()) == {"by": "other"}
+    assert [path.name for path in (tmp_path / ".running").iterdir()] == ["runs--s1.lock"]  # the other's, held
     other.release([jobs[1]])
     run_jobs(jobs, tmp_path, run_one, JobOptions())
     assert ran == ["s0", "s3", "s1"]
+    assert not (tmp_path / ".running").exists()  # no lock left behind once no process runs a job
+
+
+def test_a_lock_whose_file_its_holder_removed_meanwhile_is_taken_on_the_file_there_now(tmp_path, monkeypatch):
+    import fcntl
+
+    from rff_field.common import locks
+
+    path = tmp_path / ".running" / "job.lock"
+    holders = [locks.try_lock(path)]
+    flock = fcntl.flock
+
+    def holder_releases_first(descriptor, operation):  # the holder lets go between this open and this lock
+        if holders:
+            locks.release(holders.pop(), remove=path)
+        flock(descriptor, operation)
+
+    monkeypatch.setattr(fcntl, "flock", holder_releases_first)
+    taken = locks.try_lock(path)
+    monkeypatch.setattr(fcntl, "flock", flock)
+    assert taken is not None and os.fstat(taken).st_ino == os.stat(path).st_ino  # the file there now is locked
+    assert locks.try_lock(path) is None  # so a third process finds it taken
+    locks.release(taken, remove=path)
+    assert not path.exists()
 
 
 def test_a_second_fit_on_a_folder_in_use_stops_at_once(tmp_path):
