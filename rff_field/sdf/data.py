@@ -229,9 +229,19 @@ def load_mesh(
         raise UsageError(f"{path} is degenerate: all its triangles have zero area; give a mesh with a surface")
     if extent.min() <= 1e-9 * max(extent.max(), 1e-30):
         raise UsageError(f"{path} is flat (extent {extent.tolist()}), so it bounds no volume; give a closed solid")
+    open_edges, triangles = edge_counts(np.asarray(mesh.triangles))[0], len(mesh.triangles)
+    filled = _fill_holes(o3d.geometry.TriangleMesh(mesh)) if open_edges else mesh
+    filled_area = float(triangle_areas(np.asarray(filled.vertices), np.asarray(filled.triangles)).sum())
+    # Openings closed by triangles of no area are T-junctions (a vertex on another triangle's edge), not holes.
+    joints_only = open_edges > 0 and is_closed(np.asarray(filled.triangles)) and filled_area <= area * (1 + 1e-9)
+    if joints_only and not fill_holes:
+        raise UsageError(
+            f"{path} has {open_edges} boundary edges at T-junctions (vertices on other triangles' edges, with no "
+            "opening), which the watertightness check cannot follow; pass --fill-holes to join them (it adds only "
+            "triangles of no area)"
+        )
     if fill_holes:
-        open_edges, triangles = edge_counts(np.asarray(mesh.triangles))[0], len(mesh.triangles)
-        mesh = _fill_holes(mesh)
+        mesh = filled
     boundary, nonmanifold = edge_counts(np.asarray(mesh.triangles))
     if boundary or nonmanifold:
         what = f"{boundary} boundary edges (holes)" if boundary else f"{nonmanifold} non-manifold edges"
@@ -245,7 +255,10 @@ def load_mesh(
             f"wrong; {hint}"
         )
     notify = notify or (lambda message: print_note(f"{path.name}: {message}"))
-    if fill_holes and open_edges:
+    if fill_holes and joints_only:
+        notify(f"--fill-holes joined {open_edges} boundary edges at T-junctions with {len(mesh.triangles) - triangles} "
+               "triangles of no area; the surface is unchanged")  # fmt: skip
+    elif fill_holes and open_edges:
         notify(f"--fill-holes closed {open_edges} boundary edges with {len(mesh.triangles) - triangles} triangles; "
                "check the mesh if the openings were meant to be there")  # fmt: skip
     return merge_overlapping_parts(mesh, notify)

@@ -17,6 +17,7 @@ from rff_field.sdf.data import (
     load_mesh,
     load_shape,
     sphere_mesh,
+    triangle_areas,
 )
 
 
@@ -177,6 +178,31 @@ def test_point_cloud_degenerate_and_flat_meshes(tmp_path):
     (tmp_path / "square.obj").write_text("v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3\nf 1 3 4\n")
     with pytest.raises(UsageError, match="flat"):
         load_mesh(tmp_path / "square.obj")
+
+
+def test_a_closed_box_with_a_t_junction_is_told_apart_from_a_holed_one(tmp_path):
+    box = o3d.geometry.TriangleMesh.create_box()
+    vertices = np.asarray(box.vertices).tolist()
+    corner = {tuple(v): i for i, v in enumerate(vertices)}
+    a, b, c, d = (corner[(0.0, 0.0, 1.0)], corner[(1.0, 0.0, 1.0)], corner[(1.0, 1.0, 1.0)], corner[(0.0, 1.0, 1.0)])
+    vertices.append([0.5, 0.0, 1.0])  # on the edge a-b, which the front face keeps whole
+    middle = len(vertices) - 1
+    sides = [t for t in np.asarray(box.triangles).tolist() if not all(vertices[i][2] == 1 for i in t)]
+    top = [[a, middle, d], [middle, b, c], [middle, c, d]]
+    mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(np.array(vertices)),
+                                     o3d.utility.Vector3iVector(np.array(sides + top)))  # fmt: skip
+    path = _write(mesh, tmp_path / "joined.ply")
+    with pytest.raises(UsageError, match=r"3 boundary edges at T-junctions .* pass --fill-holes to join them"):
+        load_mesh(path)
+    notices = []
+    joined = load_mesh(path, fill_holes=True, notify=notices.append)
+    assert edge_counts(np.asarray(joined.triangles)) == (0, 0)
+    assert np.isclose(triangle_areas(np.asarray(joined.vertices), np.asarray(joined.triangles)).sum(), 6.0)
+    assert notices == ["--fill-holes joined 3 boundary edges at T-junctions with 1 triangles of no area; the surface "
+                       "is unchanged"]  # fmt: skip
+    mesh.remove_triangles_by_index([0])  # a real opening as well
+    with pytest.raises(UsageError, match=r"not watertight: \d+ boundary edges \(holes\)"):
+        load_mesh(_write(mesh, tmp_path / "holed.ply"))
 
 
 def test_mesh_with_a_hole_is_refused_and_fill_holes_repairs_it(tmp_path):
