@@ -15,6 +15,7 @@ import multiprocessing
 import shutil
 import signal
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
@@ -24,6 +25,7 @@ from rff_field.common.checkpoint import TrainingCheckpoint, checkpoint_iteration
 from rff_field.common.locks import release, try_lock
 from rff_field.common.options import option_flag, option_value
 from rff_field.common.outputs import BENCHMARK_FILE, check_writable_folder, clear_outputs, write_json
+from rff_field.common.progress import warnings_as_notes
 from rff_field.common.stopping import FitInterrupted, follow_parent_stop
 from rff_field.core.errors import JobsFailed, UsageError
 
@@ -376,6 +378,7 @@ def _start_worker(stopping: Any) -> None:
     _stopping = stopping
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an idle worker outlives Ctrl-C, so the pool can wind down
     follow_parent_stop(stopping.is_set)
+    warnings.showwarning = warnings_as_notes(warnings.showwarning)
 
 
 def _run_unless_stopping(run: Callable[..., Any], *args: Any) -> Any:

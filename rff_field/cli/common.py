@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import tyro
 
 from rff_field.common.help_text import joined_help_lines
+from rff_field.common.progress import own_warnings_as_notes
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, JobsFailed, TrainingDiverged, UsageError
 from rff_field.inr.config import FILTER_ONLY_OPTIONS
 
@@ -157,7 +158,7 @@ def run_command(
     """
     argv = command_arguments(prog, sys.argv[1:] if args is None else args, legacy_flags)
     defaults = {} if default is None else {"default": default}
-    with quiet_broken_pipe():
+    with quiet_broken_pipe(), own_warnings_as_notes():
         status, result = call_main(prog, parse_command(command_type, description, argv, prog=prog, **defaults))
     if status:
         sys.exit(status)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from rich.console import Console
@@ -56,6 +58,34 @@ class LoggedProgress(Progress):
 def print_note(message: str) -> None:
     """Print a one-line notice, ``note: <message>`` (where the fits and benchmarks send them by default)."""
     print(f"note: {message}")
+
+
+PACKAGE_FOLDER = Path(__file__).resolve().parents[1]
+
+
+def warnings_as_notes(show: Callable[..., None]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` that prints the warnings this package raises as :func:`print_note` lines, and
+    passes the others to ``show``."""
+
+    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        if Path(filename).resolve().is_relative_to(PACKAGE_FOLDER):
+            print_note(str(message))
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return show_warning
+
+
+@contextmanager
+def own_warnings_as_notes() -> Iterator[None]:
+    """Within the block (a command's run), this package's warnings print as one-line notices rather than Python's
+    two lines with a source line; the Python API keeps them as warnings."""
+    previous = warnings.showwarning
+    warnings.showwarning = warnings_as_notes(previous)
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
 
 
 def counted_progress() -> LoggedProgress:

@@ -2,6 +2,7 @@
 
 import json
 import sys
+import warnings
 
 import imageio.v3 as iio
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 from torch import nn
 
 from rff_field.cli import bench, export_mesh, image, sdf
+from rff_field.core.embedding import resolve_bands
 from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
 from rff_field.core.errors import UsageError
 from rff_field.core.filter import BiasFreeFilter, FilteredEncoding, initialize_filter
@@ -484,3 +486,17 @@ def test_benchmarks_that_would_run_nothing_or_write_elsewhere_are_refused(
     code, err = run(bench.entrypoint, [resolved(str(a)) for a in args], monkeypatch, capsys)
     assert code == 2 and resolved(message) in err.strip().splitlines()[-1], err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.filterwarnings("default::FutureWarning")
+def test_a_deprecated_spelling_is_a_one_line_notice_on_the_command_line(picture, tmp_path, monkeypatch, capsys):
+    args = ["fit", "--image", picture, "--out", tmp_path / "out", "--iters", "1", "--no-progress", "--no-lpips"]
+    monkeypatch.setattr(sys, "argv", ["prog", *map(str, args)])
+    shown = warnings.showwarning
+    image.entrypoint([str(a) for a in [*args, "--pe", "nerf"]])
+    assert warnings.showwarning is shown  # put back after the command
+    captured = capsys.readouterr()
+    assert "note: PE bands 'nerf' are now called 'pow2'" in captured.out.splitlines()
+    assert "Warning" not in captured.out + captured.err
+    with pytest.warns(FutureWarning, match="now called 'pow2'"):  # the Python API keeps it a warning
+        resolve_bands("nerf", "pow2")
