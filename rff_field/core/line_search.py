@@ -509,6 +509,10 @@ class FilterLineSearch:
 
     def _inverse_scale(self, optimizer: Optimizer) -> Optional[Tensor]:
         """The factor that unscales ``optimizer``'s gradients, as a tensor on the device (None: not scaled)."""
+        # GradScaler.step gives a fused optimizer its scale for the step (the fused kernel unscales): passed or not.
+        fused_scale = getattr(optimizer, "grad_scale", None)
+        if isinstance(fused_scale, Tensor):
+            return fused_scale.double().reciprocal().float()
         scaler = self.grad_scaler
         if scaler is None or not scaler.is_enabled():
             return None

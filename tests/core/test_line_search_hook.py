@@ -147,6 +147,29 @@ def test_hook_unscales_gradients_under_a_grad_scaler():
     torch.testing.assert_close(torch.tensor(rates[True]), torch.tensor(rates[False]), rtol=1e-4, atol=1e-12)
 
 
+@pytest.mark.parametrize("passed", [False, True])
+def test_a_fused_adam_under_a_grad_scaler_gets_the_rates_of_unscaled_gradients(passed):
+    rates = {}
+    for use_scaler in (False, True):
+        net, x, y = make_problem(2)
+        filt, inr = split_filter_parameters(net)
+        opt = torch.optim.Adam([{"params": inr, "lr": LR_INR}, {"params": filt, "lr": 1e-3}], fused=True)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=use_scaler)
+        step = {}
+        hook = FilterLineSearch(filt, inr, opt, lambda s=step: s["loss"], lr_max=LR_MAX,
+                                grad_scaler=scaler if passed else None)  # fmt: skip
+        for _ in range(30):
+            opt.zero_grad()
+            loss = ((net(x) - y) ** 2).mean()
+            scaler.scale(loss).backward()
+            step["loss"] = loss
+            scaler.step(opt)  # a fused optimizer unscales inside its step, with the scale GradScaler gives it
+            scaler.update()
+        rates[use_scaler] = hook.history
+    assert len(set(rates[False])) > 1  # the rule's value, not only its bound
+    torch.testing.assert_close(torch.tensor(rates[True]), torch.tensor(rates[False]), rtol=1e-4, atol=1e-12)
+
+
 def test_adam_direction_requires_adam():
     net, _, _ = make_problem()
     filt, inr = split_filter_parameters(net)
