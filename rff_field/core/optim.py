@@ -102,7 +102,8 @@ def attach_line_search(
     """Hook the line search into ``optimizers`` when ``config.enabled`` and there is a filter; else None.
 
     Raises ``UsageError`` when ``filter_params`` is not given and no group has a name (an optimizer not built by
-    :func:`named_param_groups`), where None would silently train without the line search.
+    :func:`named_param_groups`), or none is named ``filter`` while one has no name or a name like it (``Filter``),
+    where None would silently train without the line search.
 
     Args:
         config: The rule and its bounds.
@@ -121,6 +122,14 @@ def attach_line_search(
                 f"group is named '{FILTER_GROUP}') or pass filter_params"
             )
         filter_params = [p for g in groups if g.get("name") == FILTER_GROUP for p in g["params"]]
+        near = [g.get("name") for g in groups if g.get("name") != FILTER_GROUP
+                and ("name" not in g or FILTER_GROUP in str(g["name"]).casefold())]  # fmt: skip
+        if config.enabled and not filter_params and near:
+            found = [repr(name) if name is not None else "a group without a name" for name in near]
+            raise UsageError(
+                f"no parameter group is named '{FILTER_GROUP}' (found {', '.join(found)}): name the "
+                f"filter's group '{FILTER_GROUP}', e.g. with named_param_groups, or pass filter_params"
+            )
     if inr_params is None:
         inr_params = [p for g in groups if g.get("name") != FILTER_GROUP for p in g["params"]]
     if not config.enabled or not filter_params:

@@ -376,3 +376,9 @@ def test_attach_finds_the_filter_by_group_name_and_refuses_unnamed_groups():
     assert hook._filter_ids == {id(p) for p in filt}
     hook.remove()
     assert attach_line_search(LineSearchConfig(enabled=False), unnamed, lambda: loss) is None
+    for filter_group in ({"name": "Filter"}, {}):  # a near miss would train the filter at a fixed rate
+        near = torch.optim.Adam([{"name": "inr", "params": inr}, {**filter_group, "params": filt}], lr=1e-3)
+        with pytest.raises(UsageError, match="no parameter group is named 'filter' \\(found ('Filter'|a group wi)"):
+            attach_line_search(config, near, lambda: loss)
+    plain = torch.optim.Adam([{"name": "inr", "params": inr}], lr=1e-3)  # a network without a filter
+    assert attach_line_search(config, plain, lambda: loss) is None
