@@ -298,8 +298,10 @@ class FilterLineSearch:
         filter_params: The filter's parameters; they must fill their own parameter group(s).
         inr_params: The INR's parameters (the rest of the model that the step updates).
         optimizers: The optimizer(s) holding those parameters; any order of stepping is fine.
-        loss_fn: Returns this step's training loss (a tensor or float), read once per step.
-        direction: ``adam``: the optimizer's Adam update with this step's moments; ``gradient``: ``-grad``.
+        loss_fn: Returns this step's training loss (a tensor or float), read once per step: the loss whose
+            gradients the step applies (with gradient accumulation, that of all the micro-batches).
+        direction: ``adam``: the optimizer's Adam update with this step's moments; ``gradient``: ``-grad``, plain
+            SGD's step (with momentum or weight decay, the step taken is another).
         rule: ``paper``: :func:`~rff_field.core.step_rule.filter_step_size` (docs/method.md); ``balance``:
             :func:`~rff_field.core.step_rule.balanced_step_size`.
         lr_min: Lower bound of the filter's rate.
