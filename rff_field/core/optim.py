@@ -44,7 +44,8 @@ class LineSearchConfig:
     eps: float = 1e-6
     """The rule's epsilon, added to the slope of its linear loss model."""
     c1: float = 1e-3
-    """Armijo sufficient-decrease constant."""
+    """Armijo sufficient-decrease constant (the paper's; under the rule's linear loss model no value in [0, 1)
+    changes a rate)."""
     fused: bool = False
     """Compile the line search's arithmetic (torch.compile) into a few fused kernels: fewer kernel launches
     per step on a GPU, the same rates to rounding; the first steps wait for the compiler (seconds)."""

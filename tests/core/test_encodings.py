@@ -84,3 +84,23 @@ def test_rff_phases_stay_in_full_precision_under_autocast():
         features = encoding(coords)
     assert features.dtype == torch.float32 and torch.equal(features, expected)
     assert encoding.to("meta")(coords.to("meta")).shape == expected.shape  # a device without autocast
+
+
+def test_wire_bands_round_down_where_the_side_is_not_a_power_of_two():
+    assert PositionalEncoding.wire(2, 192).get_out_dim() == 22  # floor(log2(192 / 4)) = 5 bands, input included
+
+
+def test_rff_with_its_input_prepends_the_coordinates():
+    encoding = RandomFourierEncoding(2, 4, 1.0, include_input=True)
+    x = torch.rand(5, 2)
+    features = encoding(x)
+    assert features.shape == (5, encoding.get_out_dim()) and torch.equal(features[:, :2], x)
+
+
+def test_rff_of_float64_coordinates_is_computed_in_float64():
+    encoding = RandomFourierEncoding(2, 4, 10.0)
+    x = torch.rand(5, 2, dtype=torch.float64)
+    phase = 2 * math.pi * x @ encoding.B.double().T
+    features = encoding(x)
+    assert features.dtype == torch.float64
+    torch.testing.assert_close(features, torch.cat([phase.sin(), phase.cos()], -1), rtol=1e-12, atol=1e-12)

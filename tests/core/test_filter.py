@@ -129,3 +129,13 @@ def test_filtered_encoding_wraps_an_encoding_that_takes_no_covariances():
     filtered = FilteredEncoding(sh)
     directions = torch.nn.functional.normalize(torch.randn(5, 3), dim=-1)
     assert torch.equal(filtered(directions), filtered.apply_filter(sh(directions)))
+
+
+def test_frozen_parameters_are_in_neither_group():
+    net = build_network(NetworkConfig(method="filtered-pe", pe="loglinear", pe_frequencies=4, hidden_features=8), 2, 3)
+    frozen = [net.encoding.filter[0].weight, next(p for p in net.parameters() if p.dim() == 1)]
+    for p in frozen:
+        p.requires_grad_(False)
+    filter_params, inr_params = split_filter_parameters(net)
+    assert not {id(p) for p in frozen} & {id(p) for p in filter_params + inr_params}
+    assert len(filter_params) == 2 and len(filter_params) + len(inr_params) == sum(1 for _ in net.parameters()) - 2

@@ -193,6 +193,7 @@ def test_nan_loss_gives_lr_min_and_hook_can_be_removed():
     opt.step()
     assert hook.history == [1e-7] and opt.param_groups[1]["lr"] == 1e-7
     hook.remove()
+    assert type(opt.param_groups[1]["lr"]) is float and opt.param_groups[1]["lr"] == 1e-7  # a number again
     opt.param_groups[1]["lr"] = 5e-4
     opt.step()
     assert len(hook.history) == 1 and opt.param_groups[1]["lr"] == 5e-4
@@ -235,15 +236,16 @@ def test_clipped_gradients_give_the_slopes_of_the_loss_own_gradient():
         products = {name: float((grads[name] * directions[name].double()).sum()) for name in grads}
         return tuple(sum(v for n, v in products.items() if (".filter." in n) == filt) for filt in (True, False))
 
-    # The factor of a clip does not carry over to the next step, nor past a step that was skipped after it.
-    for clip, skipped in ((True, False), (True, False), (True, True), (False, False), (True, False)):
+    # The factor of a clip does not carry over to the next step, nor past a step that was skipped after it; a
+    # max_norm above the norm (factor 1000) leaves the gradients, and so the slopes, as they are.
+    for factor, skipped in ((1e-3, False), (1e-3, False), (1e-3, True), (None, False), (1e-3, False), (1e3, False)):
         opt.zero_grad()
         step["loss"] = ((net(x) - y) ** 2).mean()
         step["loss"].backward()
         own = {name: p.grad.double().clone() for name, p in net.named_parameters()}
-        if clip:
+        if factor is not None:
             norm = float(torch.sqrt(sum((g**2).sum() for g in own.values())))
-            assert float(hook.clip_grad_norm_(1e-3 * norm)) == pytest.approx(norm)
+            assert float(hook.clip_grad_norm_(factor * norm)) == pytest.approx(norm)
         if skipped:
             continue
         d_filter, d_inr = slopes(own)
@@ -382,3 +384,18 @@ def test_attach_finds_the_filter_by_group_name_and_refuses_unnamed_groups():
             attach_line_search(config, near, lambda: loss)
     plain = torch.optim.Adam([{"name": "inr", "params": inr}], lr=1e-3)  # a network without a filter
     assert attach_line_search(config, plain, lambda: loss) is None
+
+
+def test_the_rule_constants_of_the_config_reach_the_rule():
+    net, x, y = make_problem(4)
+    opt = torch.optim.Adam(named_param_groups(net, inr_lr=LR_INR, filter_lr=1e-3))
+    step = {}
+    hook = attach_line_search(LineSearchConfig(lr_max=LR_MAX, eps=1.0), opt, lambda: step["loss"])
+    for _ in range(20):
+        opt.zero_grad()
+        step["loss"] = ((net(x) - y) ** 2).mean()
+        step["loss"].backward()
+        opt.step()
+    inputs = hook.records[:, :3].tolist()
+    assert hook.history == [filter_step_size(*row, 1.0, lr_max=LR_MAX, eps=1.0) for row in inputs]
+    assert hook.history != [filter_step_size(*row, 1.0, lr_max=LR_MAX) for row in inputs]  # eps=1 matters here

@@ -5,7 +5,16 @@ import math
 import pytest
 import torch
 
-from rff_field.core.step_rule import BRANCHES, filter_step_branch, filter_step_size
+from rff_field.core.errors import UsageError
+from rff_field.core.optim import LineSearchConfig
+from rff_field.core.step_rule import (
+    BRANCHES,
+    balanced_step_size,
+    balanced_step_size_tensor,
+    filter_step_branch,
+    filter_step_size,
+    filter_step_size_tensor,
+)
 
 
 def test_inr_step_alone_reaches_zero_gives_lr_min():
@@ -119,3 +128,41 @@ def test_branch_is_the_one_the_inputs_select(inputs, bounds, expected):
     assert (branch, armijo) == expected[1:] and branch in BRANCHES
     assert rate == pytest.approx(expected[0], rel=1e-12, abs=0)
     assert rate == filter_step_size(*inputs, **bounds)
+
+
+def test_edges_of_the_branches():
+    # k = b = 0: the INR's step alone reaches zero loss, so the filter does not move.
+    assert filter_step_branch(1.0, 1e-6, -1.0, 1.0) == (0.0, "inr_reaches_zero", False)
+    # The crossing exactly at lr_max is inside the bounds: the branch counts of the scale study name it so.
+    assert filter_step_branch(1.0, -1000.0, 0.0, 1.0, eps=0.0) == (1e-3, "crossing", False)
+
+
+def test_inputs_the_rule_cannot_use_are_refused():
+    with pytest.raises(UsageError, match="INR's learning rate must be >= 0"):
+        filter_step_size(1.0, -1.0, -1.0, -1e-3)
+    with pytest.raises(UsageError, match="0 <= lr_min <= lr_max"):
+        filter_step_size(1.0, -1.0, -1.0, 1e-3, lr_min=1.0, lr_max=0.5)
+    LineSearchConfig(lr_min=1e-3, lr_max=1e-3).check()  # equal bounds: a fixed rate, allowed
+
+
+def test_the_balance_rule_keeps_its_lower_bound():
+    assert balanced_step_size(-1.0, -1e-9, 1.0, lr_min=1e-6) == 1e-6
+    tensor = balanced_step_size_tensor(torch.tensor(-1.0), torch.tensor(-1e-9), torch.tensor(1.0), lr_min=1e-6)
+    assert float(tensor) == 1e-6
+
+
+def test_the_tensor_rule_computes_in_float64_from_float32_inputs():
+    inputs = [torch.tensor(v, dtype=torch.float32) for v in (0.3, -0.0123, -0.02, 0.7)]
+    rate = filter_step_size_tensor(*inputs, lr_max=1.0)
+    assert rate.dtype == torch.float64
+    assert float(rate) == filter_step_size(*(float(v) for v in inputs), lr_max=1.0)
+
+
+def test_the_armijo_constant_changes_no_rate_under_the_linear_model():
+    generator = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(2000, 3, generator=generator, dtype=torch.float64) * torch.tensor([1.0, 1e-2, 1e-2])).tolist()
+    for loss, d_filter, d_inr in inputs:
+        rates = {filter_step_size(abs(loss), d_filter, d_inr, 1.0, lr_max=1.0, c1=c1) for c1 in (0.0, 1e-3, 0.5, 0.99)}
+        assert len(rates) == 1
+    checked = [filter_step_branch(abs(loss), d_filter, d_inr, 1.0, lr_max=1.0)[2] for loss, d_filter, d_inr in inputs]
+    assert 0 < sum(checked) < len(inputs)  # the check replaced some rates and kept others

@@ -199,10 +199,17 @@ def test_the_embedding_picture_is_computed_in_chunks(monkeypatch):
 def test_filter_initialisations():
     from rff_field.inr.config import build_network
 
-    for scheme in ("scaled", "identity", "orthogonal"):
+    def filter_weights(scheme: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
         network = build_network(NetworkConfig(method="filtered-rff", rff_frequencies=8, filter_init=scheme,
                                               filter_init_gain=0.5), 2, 3)  # fmt: skip
-        weights = [m.weight for m in network.encoding.filter if isinstance(m, torch.nn.Linear)]
+        return [m.weight for m in network.encoding.filter if isinstance(m, torch.nn.Linear)]
+
+    built = filter_weights("default")
+    for scheme in ("scaled", "identity", "orthogonal"):
+        weights = filter_weights(scheme)
+        if scheme == "scaled":
+            assert all(torch.equal(w, 0.5 * b) for w, b in zip(weights, built))
         if scheme == "identity":
             assert all(torch.equal(w, 0.5 * torch.eye(16)) for w in weights)
         if scheme == "orthogonal":
