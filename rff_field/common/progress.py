@@ -67,7 +67,7 @@ def warnings_as_notes(show: Callable[..., None]) -> Callable[..., None]:
     """A ``warnings.showwarning`` that prints the warnings this package raises as :func:`print_note` lines, and
     passes the others to ``show``."""
 
-    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
         if Path(filename).resolve().is_relative_to(PACKAGE_FOLDER):
             print_note(str(message))
         else:

@@ -398,7 +398,11 @@ class FilterLineSearch:
                     self._inr_groups.append((opt, group))
                 found |= ids
         if not self._filter_ids <= found:
-            raise UsageError("the filter's parameters are not all held by the given optimizers")
+            message = "the filter's parameters are not all held by the given optimizers"
+            if all(not p.requires_grad for p in self._params if id(p) in self._filter_ids - found):
+                message += " (those left out are frozen: pass only the filter's trained parameters, as "
+                message += "split_filter_parameters gives them)"
+            raise UsageError(message)
         if self._inr_ids and not self._inr_ids & found:  # none at all: a frozen INR, whose step is zero
             raise UsageError("no INR parameter is held by the given optimizers; pass every optimizer that steps the "
                              "model (the rule weighs the filter's step against the INR's)")  # fmt: skip

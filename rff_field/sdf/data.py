@@ -229,8 +229,8 @@ def load_mesh(
         raise UsageError(f"{path} is degenerate: all its triangles have zero area; give a mesh with a surface")
     if extent.min() <= 1e-9 * max(extent.max(), 1e-30):
         raise UsageError(f"{path} is flat (extent {extent.tolist()}), so it bounds no volume; give a closed solid")
-    open_edges, triangles = edge_counts(np.asarray(mesh.triangles))[0], len(mesh.triangles)
-    filled = _fill_holes(o3d.geometry.TriangleMesh(mesh)) if open_edges else mesh
+    (open_edges, nonmanifold_before), triangles = edge_counts(np.asarray(mesh.triangles)), len(mesh.triangles)
+    filled = _fill_holes(o3d.geometry.TriangleMesh(mesh)) if open_edges and not nonmanifold_before else mesh
     filled_area = float(triangle_areas(np.asarray(filled.vertices), np.asarray(filled.triangles)).sum())
     # Openings closed by triangles of no area are T-junctions (a vertex on another triangle's edge), not holes.
     joints_only = open_edges > 0 and is_closed(np.asarray(filled.triangles)) and filled_area <= area * (1 + 1e-9)
@@ -241,7 +241,7 @@ def load_mesh(
             "triangles of no area)"
         )
     if fill_holes:
-        mesh = filled
+        mesh = filled if filled is not mesh else _fill_holes(mesh)
     boundary, nonmanifold = edge_counts(np.asarray(mesh.triangles))
     if boundary or nonmanifold:
         what = f"{boundary} boundary edges (holes)" if boundary else f"{nonmanifold} non-manifold edges"

@@ -399,3 +399,14 @@ def test_the_rule_constants_of_the_config_reach_the_rule():
     inputs = hook.records[:, :3].tolist()
     assert hook.history == [filter_step_size(*row, 1.0, lr_max=LR_MAX, eps=1.0) for row in inputs]
     assert hook.history != [filter_step_size(*row, 1.0, lr_max=LR_MAX) for row in inputs]  # eps=1 matters here
+
+
+def test_filter_parameters_no_optimizer_holds_are_refused_and_frozen_ones_named():
+    net, _, _ = make_problem()
+    filt, inr = split_filter_parameters(net)
+    opt = torch.optim.Adam([{"params": inr}, {"params": filt[1:]}])
+    with pytest.raises(UsageError, match=r"not all held by the given optimizers$"):
+        FilterLineSearch(filt, inr, opt, lambda: 0.0)
+    filt[0].requires_grad_(False)
+    with pytest.raises(UsageError, match="those left out are frozen: pass only the filter's trained parameters"):
+        FilterLineSearch(filt, inr, opt, lambda: 0.0)
