@@ -649,7 +649,7 @@ LEGACY_LINE_SEARCH_KEYS = {"enabled": "line_search", "rule": "rule", "direction"
 """Nested line-search option -> its top-level FitConfig key in runs written before ``line_search`` was nested."""
 
 
-def _line_search_config(fit: dict) -> dict:
+def stored_line_search_config(fit: dict) -> dict:
     """The line-search options of a stored FitConfig (runs written before ``line_search`` was nested kept them
     at the top level, with ``line_search`` the on/off switch)."""
     if isinstance(fit.get("line_search"), dict):
@@ -664,7 +664,7 @@ def _with_nested_line_search(protocol: dict) -> dict:
     if not isinstance(fit, dict) or "line_search" not in fit or isinstance(fit["line_search"], dict):
         return protocol
     rest = {key: value for key, value in fit.items() if key not in LEGACY_LINE_SEARCH_KEYS.values()}
-    return {**protocol, "fit": {**rest, "line_search": _line_search_config(fit)}}
+    return {**protocol, "fit": {**rest, "line_search": stored_line_search_config(fit)}}
 
 
 def run_summary(metrics: dict) -> dict:
@@ -675,7 +675,7 @@ def run_summary(metrics: dict) -> dict:
         row[key] = network[key]
     _, lrs = history_series(metrics.get("filter_lr_history"))
     if len(lrs):
-        lr_max = _line_search_config(metrics["config"])["lr_max"]
+        lr_max = stored_line_search_config(metrics["config"])["lr_max"]
         row["filter_lr_final"] = lrs[-1]
         row["filter_lr_median"] = float(np.median(lrs))
         row["filter_lr_at_max"] = float(np.mean(np.isclose(lrs, lr_max))) if metrics.get("line_search") else None
@@ -777,7 +777,7 @@ def results_markdown(summary: dict) -> str:
     """results.md: mean table per group, per-image best PSNR tables, and the sweep."""
     protocol = summary["protocol"]
     fit = protocol["fit"]
-    search = _line_search_config(fit)
+    search = stored_line_search_config(fit)
     lines = [
         "# Image regression benchmark",
         "",

@@ -22,6 +22,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from rff_field.bench.image import stored_line_search_config
 from rff_field.common.datasets import DATA_ROOT
 from rff_field.common.outputs import check_output_files, new_figure, save_figure, write_text
 from rff_field.core.errors import UsageError, check_positive
@@ -146,7 +147,7 @@ def _fraction_at_max(runs) -> float | None:
         if not metrics.get("line_search"):
             continue
         _, rates = history(metrics, "filter_lr_history")
-        lr_max = float(metrics.get("config", {}).get("lr_max", 1e-3))
+        lr_max = float(stored_line_search_config(metrics.get("config", {}))["lr_max"])
         if rates:
             fractions.append(sum(r >= lr_max * (1 - 1e-9) for r in rates) / len(rates))
     return statistics.fmean(fractions) if fractions else None
@@ -291,7 +292,7 @@ def save_axes(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, legend_
 
 def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path: Path) -> bool:
     fig, axes = new_figure(1, 2, figsize=(11, 4))
-    drawn = False
+    drawn, bounds = False, set()
     for label in labels:
         metrics = runs.get((label, image, iters))
         if metrics is None or not metrics.get("line_search_history"):
@@ -299,7 +300,9 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
         steps, loss = sub_history(metrics, "loss")
         _, d_filter = sub_history(metrics, "d_filter")
         _, lr_d_inr = sub_history(metrics, "lr_d_inr")
-        eps = float(metrics.get("config", {}).get("ls_eps", 1e-6))
+        search = stored_line_search_config(metrics.get("config", {}))
+        eps = float(search["eps"])
+        bounds.add(float(search["lr_max"]))
         ratio = [(lo + li) / (-df + eps) if (-df + eps) != 0 else math.nan
                  for lo, df, li in zip(loss, d_filter, lr_d_inr)]  # fmt: skip
         balance = [li / df if df < 0 and li < 0 else math.nan for df, li in zip(d_filter, lr_d_inr)]
@@ -309,7 +312,8 @@ def plot_line_search(runs: dict, image: str, iters: int, labels: list[str], path
         axes[1].plot(s2, rates, label=label, lw=0.8)
         drawn = True
     if drawn:
-        axes[0].axhline(1e-3, color="k", ls="--", lw=1, label="lr_max = 1e-3")
+        for lr_max in sorted(bounds):
+            axes[0].axhline(lr_max, color="k", ls="--", lw=1, label=f"lr_max = {lr_max:g}")
         axes[0].set_yscale("log")
         axes[0].set_xlabel("iteration")
         axes[0].set_title(f"what the rules ask for ({image})")

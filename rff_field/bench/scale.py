@@ -29,7 +29,7 @@ from typing import Optional
 
 import numpy as np
 
-from rff_field.bench.image import format_count
+from rff_field.bench.image import format_count, stored_line_search_config
 from rff_field.common.outputs import check_output_files, new_figure, save_figure, write_text
 from rff_field.core.errors import UsageError
 from rff_field.core.step_rule import BRANCHES, filter_step_branch
@@ -195,12 +195,8 @@ def branch_counts(metrics: dict) -> Optional[dict]:
     history = metrics.get("line_search_history")
     if not history or not metrics.get("line_search"):
         return None
-    config = metrics["config"]
-    search = config.get("line_search")
-    if isinstance(search, dict):
-        bounds = {key: search[key] for key in ("lr_min", "lr_max", "eps", "c1")}
-    else:  # runs written before the line-search options were grouped
-        bounds = {"lr_min": config["lr_min"], "lr_max": config["lr_max"], "eps": config["ls_eps"], "c1": config["c1"]}
+    search = stored_line_search_config(metrics["config"])
+    bounds = {key: search[key] for key in ("lr_min", "lr_max", "eps", "c1")}
     recorded = metrics.get("filter_lr_history") or []
     steps = len(history["loss"])
     branches, armijo, crossings, mismatches = [], [], [], 0
