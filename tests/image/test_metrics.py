@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
+from scipy.ndimage import uniform_filter
 
 from rff_field.image import metrics
 from rff_field.image.metrics import image_metrics, lpips, psnr, psnr_from_mse, ssim
@@ -74,3 +76,31 @@ def test_lpips_left_out_with_a_notice_below_alexnets_smallest_side(monkeypatch):
     result = image_metrics(small, small, with_lpips=True, notify=notices.append)
     assert result["lpips"] is None and result["ssim"] == pytest.approx(1.0)
     assert len(notices) == 1 and f"64x{side - 1}" in notices[0] and "\n" not in notices[0]
+
+
+def uniform_window_ssim(prediction: np.ndarray, target: np.ndarray, side: int = 7) -> float:
+    """SSIM as written by Wang et al. with a uniform side x side window, sample covariances, constants
+    (0.01, 0.03) for data range 1, the border of half a window left out, and the mean over channels."""
+    ssims = []
+    for channel in range(target.shape[-1]):
+        x, y = prediction[..., channel], target[..., channel]
+        mean = lambda image: uniform_filter(image, side)  # noqa: E731
+        unbiased = side**2 / (side**2 - 1)
+        mx, my = mean(x), mean(y)
+        vx, vy, cxy = (unbiased * (mean(a * b) - ma * mb) for a, b, ma, mb in ((x, x, mx, mx), (y, y, my, my),
+                                                                             (x, y, mx, my)))  # fmt: skip
+        c1, c2 = 0.01**2, 0.03**2
+        s = ((2 * mx * my + c1) * (2 * cxy + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
+        border = side // 2
+        ssims.append(s[border:-border, border:-border].mean())
+    return float(np.mean(ssims))
+
+
+def test_ssim_is_the_uniform_7x7_ssim_of_the_clamped_prediction():
+    generator = torch.Generator().manual_seed(0)
+    target = torch.rand(32, 32, 3, generator=generator)
+    noisy = (target + 0.2 * torch.randn(32, 32, 3, generator=generator)).clamp(0, 1)
+    assert ssim(noisy, target) == pytest.approx(uniform_window_ssim(noisy.double().numpy(), target.double().numpy()))
+    brighter = target + 0.5  # a prediction above 1 is scored as displayed: clamped to [0, 1]
+    clamped = brighter.clamp(0, 1).double().numpy()
+    assert ssim(brighter, target) == pytest.approx(uniform_window_ssim(clamped, target.double().numpy()))

@@ -120,3 +120,24 @@ def test_render_shows_the_mesh_and_saves_panels(tmp_path, sphere):
     assert (render_mesh(np.zeros((0, 3)), np.zeros((0, 3), int), size=8) == 1).all()
     path = save_panels([("a", image), ("b", image)], tmp_path / "panels.png", title="t")
     assert path.stat().st_size > 1000
+
+
+def test_each_direction_is_measured_from_its_own_surface(sphere):
+    # The prediction covers the upper half of the ground truth: every predicted point lies on the ground truth,
+    # while the lower half of the ground truth is far from the prediction.
+    vertices, triangles = sphere
+    upper = triangles[vertices[triangles].mean(axis=1)[:, 2] > 0]
+    m = shape_metrics(Surface(vertices, upper), Surface(vertices, triangles), num_samples=5000, f_threshold=0.005)
+    assert m["chamfer_pred_to_gt"] < 1e-12 and m["chamfer_gt_to_pred"] > 1e-3
+    assert m["chamfer"] == m["chamfer_pred_to_gt"] + m["chamfer_gt_to_pred"]
+    assert m["precision"] == 1.0 and 0.4 < m["recall"] < 0.7
+    assert m["f_score"] == pytest.approx(2 * m["recall"] / (1 + m["recall"]))
+    assert 0 < m["chamfer_l1"] <= 0.5 * math.sqrt(m["chamfer_gt_to_pred"])  # half the mean distance (Jensen)
+    assert 0.6 < m["normal_consistency"] < 0.99  # the predicted half agrees; the rest meets the rim at an angle
+
+
+def test_normal_consistency_ignores_the_winding(sphere):
+    vertices, triangles = sphere
+    flipped = Surface(vertices, triangles[:, ::-1].copy())
+    m = shape_metrics(flipped, Surface(vertices, triangles), num_samples=5000)
+    assert m["normal_consistency"] == pytest.approx(1.0, abs=1e-6)
