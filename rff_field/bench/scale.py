@@ -143,7 +143,8 @@ def curve_difference(curve: Optional[dict], reference: Optional[dict]) -> Option
     if not curve or not reference:
         return None
     theirs = dict(zip(reference["iters"], reference["psnr"]))
-    points = [(t, v - theirs[t]) for t, v in zip(curve["iters"], curve["psnr"]) if v is not None and theirs.get(t)]
+    points = [(t, v - theirs[t]) for t, v in zip(curve["iters"], curve["psnr"])
+              if v is not None and theirs.get(t) is not None]  # fmt: skip
     return ([t for t, _ in points], [d for _, d in points]) if points else None
 
 
@@ -186,7 +187,8 @@ def pair_summary(plain: Optional[dict], filtered: Optional[dict]) -> dict:
         )
     if plain is not None and filtered is not None:
         a, b = best_so_far(plain["psnr_history"]), best_so_far(filtered["psnr_history"])
-        summary["diff_at"] = {str(t): float(b[t - 1] - a[t - 1]) for t in DIFF_MARKS if t <= min(len(a), len(b))}
+        marks = [t for t in DIFF_MARKS if t <= min(len(a), len(b)) and np.isfinite(a[t - 1]) and np.isfinite(b[t - 1])]
+        summary["diff_at"] = {str(t): float(b[t - 1] - a[t - 1]) for t in marks}  # none before both have a value
     return summary
 
 

@@ -115,3 +115,20 @@ def test_previous_must_be_a_file(tmp_path):
             out=tmp_path / "out", dest=tmp_path / "d", images=("kodim05",), previous=tmp_path / "no.json"
         ).main()
     assert not (tmp_path / "d").exists()
+
+
+def test_differences_start_where_both_runs_have_a_value():
+    from rff_field.bench.scale import curve_difference, pair_summary
+
+    def run(history):
+        return {"image": "a", "height": 8, "width": 8, "iters": len(history), "psnr": history[-1],
+                "best_psnr": max(h for h in history if h), "num_params": 100, "num_filter_params": 0,
+                "num_values": 192, "embedding_dim": 10, "config": {"network": {"hidden_features": 8}},
+                "psnr_history": history}  # fmt: skip
+
+    plain = run([None] * 150 + [10.0] * 50)  # no finite value before iteration 151
+    filtered = run([12.0] * 200)
+    summary = pair_summary(plain, {**filtered, "num_filter_params": 20})
+    assert summary["diff_at"] == {"200": 2.0} and json.dumps(summary, allow_nan=False)
+    curves = {"iters": [1, 2], "psnr": [1.0, 0.5]}, {"iters": [1, 2], "psnr": [0.0, 0.5]}  # a reference of 0 dB
+    assert curve_difference(*curves) == ([1, 2], [1.0, 0.0])
