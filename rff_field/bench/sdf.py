@@ -410,9 +410,9 @@ def claim_check(records: Sequence[dict], method: str = "filtered-pe") -> list[st
     lines = []
     for shape in dict.fromkeys(r["mesh"] for r in records):
         by_label: dict[str, dict] = {}
-        for r in records:  # the first run of each method stands for it (later ones are variants)
-            if r["mesh"] == shape:
-                by_label.setdefault(r["method"], r)
+        for r in records:  # the run without overrides stands for its method; else the first of its variants
+            if r["mesh"] == shape and (r["method"] not in by_label or r["label"] == r["method"]):
+                by_label[r["method"]] = r
         ours = by_label.get(method)
         if ours is None or ours.get("chamfer") is None:
             continue

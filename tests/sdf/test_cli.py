@@ -281,3 +281,16 @@ def test_the_exact_reference_of_a_sheet_thinner_than_a_voxel_writes_no_empty_mes
     record = exact_floor(tmp_path / "out", "sheet", pool, OutputConfig(resolution=8, eval_samples=200, render=False))
     assert record["mesh_triangles"] == 0 and not (run_dir / "mesh.ply").exists()
     assert (run_dir / "metrics.json").is_file()
+
+
+def test_the_claim_compares_each_method_by_its_run_without_overrides():
+    from rff_field.bench.sdf import claim_check
+
+    def record(label: str, chamfer: float) -> dict:
+        return {"mesh": "bunny", "label": label, "method": label.partition(":")[0], "chamfer": chamfer}
+
+    records = [record("filtered-pe", 1e-7), record("mlp-pe:hidden_features=157", 1e-7), record("mlp-pe", 2e-7),
+               record("siren:hidden_layers=4", 4e-7)]  # fmt: skip
+    assert claim_check(records) == [
+        "- bunny: filtered-pe Chamfer 1e-07 is lower than mlp-pe (x0.50); lower than siren:hidden_layers=4 (x0.25)"
+    ]
