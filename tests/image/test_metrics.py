@@ -104,3 +104,21 @@ def test_ssim_is_the_uniform_7x7_ssim_of_the_clamped_prediction():
     brighter = target + 0.5  # a prediction above 1 is scored as displayed: clamped to [0, 1]
     clamped = brighter.clamp(0, 1).double().numpy()
     assert ssim(brighter, target) == pytest.approx(uniform_window_ssim(clamped, target.double().numpy()))
+
+
+def test_lpips_is_built_for_images_in_0_1(monkeypatch):
+    import torchmetrics.image.lpip
+
+    from rff_field.common import lpips as lpips_module
+
+    built = []
+
+    class Recorded(torch.nn.Module):
+        def __init__(self, **kwargs):
+            super().__init__()
+            built.append(kwargs)
+
+    monkeypatch.setattr(torchmetrics.image.lpip, "LearnedPerceptualImagePatchSimilarity", Recorded)
+    monkeypatch.setattr(lpips_module, "_failure", None)
+    assert isinstance(lpips_module.load_lpips(lambda message: None), Recorded)
+    assert built == [{"net_type": "alex", "normalize": True}]  # inputs in [0, 1], scaled to [-1, 1] by the metric
