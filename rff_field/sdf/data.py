@@ -230,10 +230,12 @@ def load_mesh(
     if extent.min() <= 1e-9 * max(extent.max(), 1e-30):
         raise UsageError(f"{path} is flat (extent {extent.tolist()}), so it bounds no volume; give a closed solid")
     (open_edges, nonmanifold_before), triangles = edge_counts(np.asarray(mesh.triangles)), len(mesh.triangles)
-    filled = _fill_holes(o3d.geometry.TriangleMesh(mesh)) if open_edges and not nonmanifold_before else mesh
-    filled_area = float(triangle_areas(np.asarray(filled.vertices), np.asarray(filled.triangles)).sum())
-    # Openings closed by triangles of no area are T-junctions (a vertex on another triangle's edge), not holes.
-    joints_only = open_edges > 0 and is_closed(np.asarray(filled.triangles)) and filled_area <= area * (1 + 1e-9)
+    filled, joints_only = mesh, False
+    if open_edges and not nonmanifold_before:
+        filled = _fill_holes(o3d.geometry.TriangleMesh(mesh))
+        filled_area = float(triangle_areas(np.asarray(filled.vertices), np.asarray(filled.triangles)).sum())
+        # Openings closed by triangles of no area are T-junctions (a vertex on another triangle's edge), not holes.
+        joints_only = is_closed(np.asarray(filled.triangles)) and filled_area <= area * (1 + 1e-9)
     if joints_only and not fill_holes:
         raise UsageError(
             f"{path} has {open_edges} boundary edges at T-junctions (vertices on other triangles' edges, with no "
