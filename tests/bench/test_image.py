@@ -395,3 +395,28 @@ def test_merge_refuses_other_protocols_other_commands_and_foreign_folders(tmp_pa
         check_merge([a], [], user)
     with pytest.raises(UsageError, match=r"b holds a benchmark of another protocol \(--iters: \d+ in .*a, 5 in .*b\)"):
         check_merge([a], [], b)
+
+
+def test_results_markdown_puts_each_value_in_its_column():
+    from dataclasses import asdict
+
+    from rff_field.bench.image import results_markdown
+
+    def run(image: str, best: float, final: float, diverged=None) -> dict:
+        return {"label": "f", "variant": "filtered-pe", "image": image, "iters": 10, "best_psnr": best, "psnr": final,
+                "ssim": 0.5, "seconds_per_iter": 0.25, "diverged": diverged}  # fmt: skip
+
+    means = {"f": {"variant": "filtered-pe", "images": 2, "psnr": 20.0, "best_psnr": 21.0, "ssim": 0.5, "lpips": None,
+                   "seconds_per_iter": 0.25, "num_params": 1000, "num_filter_params": 300, "params_per_value": 1.5,
+                   "hidden_features": 64, "diverged": 1, "values_counted": {"psnr": 1}}}  # fmt: skip
+    runs = [run("a", 21.0, 20.0), run("b", 22.0, 19.5, diverged="at step 3")]
+    empty = {"means": {}, "runs": []}
+    summary = {"protocol": {"fit": asdict(FitConfig()), "downsample": 4}, "images_folder": "kodak", "machines": ["m"],
+               "jobs_done": 2, "jobs_total": 2, "groups": {"main": {"means": means, "runs": runs}, "sweep": empty,
+                                                           "long": empty}}  # fmt: skip
+    lines = results_markdown(summary).splitlines()
+    assert (
+        "| f (diverged: 1 of 2) | `filtered-pe` (width 64) | 2 | 20.00 (1 of 2) | 21.00 | 0.5000 | – | 0.2500 |"
+        in (lines[lines.index("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|") + 1])
+    )
+    assert "| f | 21.00 / 20.00 / 0.500 / 0.250 | 22.00 / 19.50 / 0.500 / 0.250 (diverged) |" in lines
