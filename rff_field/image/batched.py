@@ -288,9 +288,9 @@ def fit_images(
             mse_history[it] = sse if full_batch else sse / num_pixels
             if search is not None:
                 records[it] = record  # the last step of the iteration, as fit_image keeps
-            scheduler.step()
             if filter_groups and search is None:
-                filter_lrs.append(filter_groups[0][1]["lr"])
+                filter_lrs.append(filter_groups[0][1]["lr"])  # the rate of this step
+            scheduler.step()
             if (it + 1) % first.log_every == 0 or it + 1 == first.iters or stops.requested:
                 for k, guard in enumerate(guards):  # a diverged model is put back at every check; the others go on
                     try:

@@ -36,7 +36,7 @@ class FitCheckpoint(TrainingCheckpoint):
         generator: The state of the mini-batch order's generator.
         mse: The training MSE of each iteration so far.
         records: The line search's record (loss, filter slope, INR slope, rate) of each iteration, if it runs.
-        filter_lrs: Without the line search: the filter's rate after each iteration.
+        filter_lrs: Without the line search: the filter's rate of each iteration.
         resumed: Iterations at which earlier runs resumed the fit.
     """
 

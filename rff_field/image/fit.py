@@ -376,11 +376,11 @@ def fit_image(
             mse_history[it] = sse if full_batch else sse / num_pixels
             if search_records is not None:
                 search_records[it] = line_search.last_record  # the last step of the iteration
+            if filter_slot is not None and line_search is None:  # the rate LambdaLR set for this step, no tensor read
+                filter_lrs.append(optimizer.param_groups[filter_slot]["initial_lr"] * lambdas[filter_slot](it))
             scheduler.step()
             if progressive is not None:
                 progressive.end_iteration(it)
-            if filter_slot is not None and line_search is None:  # the number LambdaLR sets, read from no tensor
-                filter_lrs.append(optimizer.param_groups[filter_slot]["initial_lr"] * lambdas[filter_slot](it + 1))
             if (it + 1) % config.log_every == 0 or it + 1 == config.iters or stops.requested:
                 try:
                     guard.check(it + 1, mse_history[guard.checked_step : it + 1])

@@ -12,6 +12,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from rff_field.cli import image as cli
 from rff_field.core.optim import LineSearchConfig
@@ -126,9 +127,16 @@ def test_filter_learning_rate_options():
     )
     constant = fit_image(image, small("filtered-rff", iters=10, line_search=OFF, filter_lr=2e-3), progress=False)
     assert constant.metrics["filter_lr_history"] == [2e-3] * 10 and constant.metrics["line_search_history"] is None
-    decayed = fit_image(image, small("filtered-rff", iters=10, line_search=OFF, filter_lr=2e-3, filter_schedule=True),
-                        progress=False).metrics["filter_lr_history"]  # fmt: skip
-    assert decayed[0] < 2e-3 and decayed[-1] == pytest.approx(2e-3 * 0.1)
+    used = []  # the filter's rate as Adam reads it at each step
+    hook = register_optimizer_step_pre_hook(
+        lambda optimizer, args, kwargs: used.extend(g["lr"] for g in optimizer.param_groups if g["name"] == "filter")
+    )
+    try:
+        scheduled = small("filtered-rff", iters=10, line_search=OFF, filter_lr=2e-3, filter_schedule=True)
+        decayed = fit_image(image, scheduled, progress=False).metrics["filter_lr_history"]
+    finally:
+        hook.remove()
+    assert decayed == used and decayed[0] == 2e-3 and decayed[-1] == pytest.approx(2e-3 * 0.1**0.9)
     assert all(a > b for a, b in zip(decayed, decayed[1:]))
     plain = fit_image(image, small("mlp-rff", iters=3), progress=False).metrics
     assert plain["filter_lr_history"] is None and plain["num_filter_params"] == 0
@@ -303,6 +311,7 @@ def test_bf16_autocast_trains_and_stays_finite():
 
 PRECISION_CHECK = """
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from rff_field.common.precision import precision_scope
 matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
 
