@@ -17,6 +17,7 @@ import torch
 
 from rff_field.core.errors import UsageError
 from rff_field.core.optim import LineSearchConfig
+from rff_field.image import batched
 from rff_field.image.batched import ImageJob, batch_key, fit_images
 from rff_field.image.fit import FitConfig, fit_image
 from rff_field.inr.config import NetworkConfig
@@ -89,6 +90,7 @@ def test_batched_fits_equal_sequential_fits(case, vectorize, float64):
         assert (together["line_search_history"] is None) == (alone["line_search_history"] is None)
         assert set(together) - set(alone) == {"engine", "batch_models", "batch_vectorized", "batch_seconds_per_iter"}
         assert together["batch_vectorized"] is vectorize
+        assert together["seconds_per_iter"] == pytest.approx(together["batch_seconds_per_iter"] / 3)
     histories = [r.metrics["psnr_history"] for r in batched]
     assert histories[0] != histories[1]  # different images and seeds: the models are independent
 
@@ -158,3 +160,34 @@ def test_options_a_batch_of_several_cannot_use_are_named():
     for result in results:  # the settings recorded are those the batch ran with
         ran = result.metrics["config"]
         assert ran["cuda_graph"] is False and ran["line_search"]["fused"] is False
+
+
+def poison_target(monkeypatch, model: int, iteration: int) -> None:
+    """Make one model's target NaN at one iteration of a full-batch fit (the others' targets stay as they are)."""
+    original, calls = batched._gather, []
+
+    def gather(values, shared, index):
+        gathered = original(values, shared, index)
+        if not shared and values.shape[-1] == 3:  # the targets [K, N, 3], once an iteration
+            calls.append(1)
+            if len(calls) == iteration + 1:
+                gathered = gathered.clone()
+                gathered[model] = math.nan
+        return gathered
+
+    monkeypatch.setattr(batched, "_gather", gather)
+
+
+def test_a_model_that_diverges_in_a_batch_stops_alone(float64, monkeypatch, tmp_path):
+    jobs = [ImageJob(image(k), config("filtered-pe", seed=k), f"img{k}") for k in range(2)]
+    sound = fit_images(jobs)
+    poison_target(monkeypatch, model=1, iteration=3)  # before the first check, at step 5
+    kept, lost = fit_images(jobs)
+    assert kept.metrics["psnr_history"] == sound[0].metrics["psnr_history"] and "diverged" not in kept.metrics
+    assert lost.metrics["diverged"].startswith("training diverged at step 3: the loss is nan")
+    assert lost.metrics["iters"] == 0 and lost.metrics["psnr_history"] == [] and "stopped" not in lost.metrics
+
+    poison_target(monkeypatch, model=1, iteration=3)
+    paths = [tmp_path / f"{k}.pt" for k in range(2)]
+    fit_images(jobs, stop_at=0.0, checkpoints=paths)  # stops at step 5, after the divergence
+    assert paths[0].is_file() and not paths[1].exists()  # a diverged fit ends at its last sound state, unsaved

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 from dataclasses import replace
+from types import SimpleNamespace
 
 import imageio.v3 as iio
 import numpy as np
@@ -76,6 +77,33 @@ def test_a_stopped_batch_resumes_where_it_stopped(tmp_path):
     for resumed, uninterrupted in zip(fit_images(jobs, checkpoints=paths), fit_images(jobs)):
         assert resumed.metrics["resumed_at"] == [5]
         assert_same_fit(resumed, uninterrupted)
+
+
+def test_checkpoints_of_different_iterations_do_not_share_a_batch(tmp_path):
+    fit = CASES["mlp-rff"]
+    paths = [tmp_path / f"{k}.pt" for k in range(2)]
+    for k, stops in enumerate((2, 1)):  # to iterations 10 and 5
+        for _ in range(stops):
+            fit_image(image(k), fit, name=f"img{k}", progress=False, stop_at=0.0, checkpoint=paths[k])
+    with pytest.raises(ValueError, match=r"different iterations \(\[5, 10\]\)"):
+        fit_images([ImageJob(image(k), fit, f"img{k}") for k in range(2)], checkpoints=paths)
+
+
+def test_the_time_per_iteration_counts_every_run_of_a_resumed_fit(tmp_path, monkeypatch):
+    clock = [0.0]  # one second a training step: the fit's only forward pass of an iteration at full batch
+    forward = PixelPredictor.__call__
+
+    def one_second(self, *args, **kwargs):
+        clock[0] += 1.0
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(PixelPredictor, "__call__", one_second)
+    monkeypatch.setattr(image_fit, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    fit, path = CASES["mlp-rff"], tmp_path / "checkpoint.pt"
+    runs = [fit_image(image(0), fit, progress=False, stop_at=0.0, checkpoint=path) for _ in range(2)]
+    runs.append(fit_image(image(0), fit, progress=False, checkpoint=path))
+    assert [run.metrics["iters"] for run in runs] == [5, 10, 15]
+    assert [run.metrics["seconds_per_iter"] for run in runs] == [1.0, 1.0, 1.0]
 
 
 def test_a_fit_that_reports_otherwise_resumes_the_checkpoint(tmp_path):

@@ -16,9 +16,9 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from rff_field.cli import image as cli
 from rff_field.core.optim import LineSearchConfig
-from rff_field.image.data import UsageError
-from rff_field.image.fit import IMAGE_METHODS, FitConfig, fit_image, prepare_image, run_fit
-from rff_field.inr.config import NetworkConfig
+from rff_field.image.data import UsageError, pixel_coordinates
+from rff_field.image.fit import IMAGE_METHODS, FitConfig, PixelPredictor, finish_fit, fit_image, prepare_image, run_fit
+from rff_field.inr.config import NetworkConfig, build_network
 
 METRIC_KEYS = {
     "method", "image", "height", "width", "iters", "psnr", "best_psnr", "ssim", "lpips", "seconds_per_iter",
@@ -112,12 +112,29 @@ def test_seeded_runs_are_reproducible():
     assert a["psnr_history"] != c["psnr_history"]
 
 
+def test_the_best_psnr_is_the_best_iterations_or_the_final_models():
+    image, fit = smooth_image(16), small("mlp-pe", iters=3)
+    model = build_network(fit.network, 2, 3, 16)
+    forward = PixelPredictor(model, pixel_coordinates(16, 16), True)
+
+    def metrics(mse: list[float]) -> dict:
+        history = torch.tensor(mse, dtype=torch.float64)
+        return finish_fit(model, forward, image, fit, "smooth", history, 0.0, 1e-3, None, None, print).metrics
+
+    peak = metrics([1e-1, 1e-12, 1e-1])  # 120 dB at iteration 1: no untrained network comes near
+    assert (peak["best_iter"], peak["best_psnr"]) == (1, 120.0)
+    final = metrics([1e3] * 3)  # -30 dB: the untrained network does better
+    assert final["best_iter"] == 3 and final["best_psnr"] > -30.0
+
+
 def test_filter_learning_rate_options():
     image = smooth_image()
     searched = fit_image(
         image, small("filtered-rff", iters=10, line_search=LineSearchConfig(lr_max=5e-3)), progress=False
     ).metrics
     assert searched["line_search"] and len(searched["line_search_history"]["d_filter"]) == 10
+    mse = [10 ** (-psnr / 10) for psnr in searched["psnr_history"]]  # full batch: the loss the line search saw
+    assert searched["line_search_history"]["loss"] == pytest.approx(mse, rel=1e-5)
     assert all(0.0 <= lr <= 5e-3 for lr in searched["filter_lr_history"])
     balanced = fit_image(
         image, small("filtered-rff", iters=10, line_search=LineSearchConfig(rule="balance")), progress=False
