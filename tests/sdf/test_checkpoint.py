@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import signal
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from rff_field.bench import sdf as sdf_bench
 from rff_field.cli import sdf as cli
@@ -78,6 +80,42 @@ def test_a_stopped_sdf_fit_resumes_where_it_stopped(tmp_path, pool_arrays, shape
         assert resumed.filter_lr == uninterrupted.filter_lr, name
         for key, value in reference.state_dict().items():
             assert torch.equal(network.state_dict()[key], value), (name, key)
+
+
+def test_the_timings_of_a_resumed_fit_count_every_run(tmp_path, pool_arrays, monkeypatch):
+    clock = [0.0]  # one second (wall, CPU and sampling) a step: the time the sampler takes
+
+    class OneSecondPool(SamplePool):
+        def sample(self, n):
+            clock[0] += 1.0
+            return super().sample(n)
+
+    monkeypatch.setattr(sdf_fit, "time", SimpleNamespace(perf_counter=lambda: clock[0], process_time=lambda: clock[0]))
+    train, path = SDFTrainConfig(**TRAIN), tmp_path / CHECKPOINT_FILE
+    for stop_at in (0.0, 0.0, None):  # 5 steps each
+        _, result = fit("mlp-pe", train, OneSecondPool(pool_arrays, seed=0), checkpoint=path, stop_at=stop_at)
+    assert result.resumed_at == [5, 10] and result.steps_run == 15
+    assert (result.seconds, result.cpu_seconds, result.sampling_seconds) == (15.0, 15.0, 15.0)
+
+
+def test_a_resumed_fit_measures_a_blown_up_loss_against_the_first_runs_first_loss(tmp_path, pool_arrays):
+    class BlowsUpAtStep5(nn.Module):  # predicts 0, then 1e3 everywhere: a loss ~1e6 times the first
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(1))
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x[..., :1] * 0 * self.w + (1e3 if self.calls > 5 else 0.0)
+
+    train = SDFTrainConfig(**TRAIN, line_search=LineSearchConfig(enabled=False))
+    whole = train_sdf(BlowsUpAtStep5(), SamplePool(pool_arrays, seed=0), "mlp-pe", train)
+    path, net = tmp_path / CHECKPOINT_FILE, BlowsUpAtStep5()
+    stopped = train_sdf(net, SamplePool(pool_arrays, seed=0), "mlp-pe", train, checkpoint=path, stop_at=0.0)
+    assert stopped.stopped and stopped.iters == 5
+    resumed = train_sdf(net, SamplePool(pool_arrays, seed=0), "mlp-pe", train, checkpoint=path, notify=lambda m: None)
+    assert whole.diverged_at == resumed.diverged_at == 5 and "times its first value" in resumed.diverged
 
 
 def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, pool_arrays):

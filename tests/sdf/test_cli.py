@@ -48,6 +48,8 @@ def test_fit_writes_mesh_metrics_and_rendering(tmp_path):
     assert record["chamfer"] == metrics["chamfer"]
     history = np.load(out / "history.npz")
     assert len(history["loss"]) == 60 and len(history["filter_lr"]) == 60
+    assert metrics["final_loss"] == pytest.approx(float(history["loss"][-1]), rel=1e-6)
+    assert metrics["final_loss_mean_last5pct"] == pytest.approx(float(history["loss"][-3:].mean()), rel=1e-6)
     # its weights give the same mesh again, and a finer one
     assert cli.main(["mesh", "--fit", str(out), "--resolution", "24", "--no-progress"]) == out / "mesh-24.ply"
     assert (out / "mesh-24.ply").read_bytes() == (out / "mesh.ply").read_bytes()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from rff_field.core.optim import LineSearchConfig
 from rff_field.sdf.data import MeshSDF, SamplePool, build_pool, is_closed, load_shape
@@ -109,25 +110,28 @@ def test_non_finite_loss_stops_training(pool_arrays):
     assert result.diverged_at == 0 and result.iters == 0 and result.loss == []
 
 
+class BreaksAtStep(nn.Module):
+    """A one-parameter network whose output turns NaN at step ``step`` (its forward pass number ``step + 1``)."""
+
+    def __init__(self, step: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+        self.step, self.calls = step, 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x[..., :1] * self.w * (math.nan if self.calls > self.step else 1.0)
+
+
 def test_training_stops_at_the_first_check_after_the_loss_turns_non_finite_and_keeps_the_last_finite_state(
     pool_arrays,
 ):
-    class BreaksAtStep3(nn.Module):  # losses are read every log_every = 4 steps: step 3 is seen at the first read
-        def __init__(self):
-            super().__init__()
-            self.w = nn.Parameter(torch.ones(1))
-            self.calls = 0
-
-        def forward(self, x):
-            self.calls += 1
-            return x[..., :1] * self.w * (math.nan if self.calls > 3 else 1.0)
-
-    net = BreaksAtStep3()
+    net = BreaksAtStep(3)  # losses are read every log_every = 4 steps: step 3 is seen at the first read
     config = SDFTrainConfig(iters=20, points_per_step=10, log_every=4, line_search=LineSearchConfig(enabled=False))
     result = train_sdf(net, SamplePool(pool_arrays), "mlp-pe", config)
     # no read before step 4 found everything finite: the network is put back to its initial state, of step 0
     assert (result.diverged_at, result.iters, len(result.loss), net.calls) == (3, 0, 0, 4)
-    assert "diverged at step 3" in result.diverged and float(net.w) == 1.0
+    assert "diverged at step 3" in result.diverged and net.w.item() == 1.0
     # the timings divide by the 4 steps trained, not by the 0 kept
     assert result.steps_run == 4 and result.seconds_per_iter == pytest.approx(result.seconds / 4)
 
@@ -164,3 +168,47 @@ def test_marching_cubes_of_an_analytic_sphere_is_close_to_the_sphere():
 def test_extract_mesh_of_a_field_without_a_surface_is_empty():
     vertices, triangles = extract_mesh(SphereSDF(-1.0), resolution=16)  # positive everywhere
     assert len(vertices) == 0 and len(triangles) == 0
+
+
+def test_a_state_whose_first_loss_was_not_finite_is_not_kept(pool_arrays):
+    net = BreaksAtStep(4)  # the read at step 4 finds steps 0-3 finite; the state it copied gives step 4's NaN
+    config = SDFTrainConfig(iters=20, points_per_step=10, log_every=4, line_search=LineSearchConfig(enabled=False))
+    result = train_sdf(net, SamplePool(pool_arrays), "mlp-pe", config)
+    assert (result.diverged_at, result.iters, len(result.loss), net.calls) == (4, 0, 0, 8)
+    assert net.w.item() == 1.0 and "diverged at step 4" in result.diverged
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_the_amsgrad_option_reaches_adam(amsgrad, pool_arrays, monkeypatch):
+    made = []
+
+    class RecordingAdam(torch.optim.Adam):
+        def __init__(self, params, **kwargs):
+            made.append(kwargs.get("amsgrad"))
+            super().__init__(params, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "Adam", RecordingAdam)
+    net = build_sdf_network(SDFNetworkConfig(method="filtered-pe", **TINY))
+    train_sdf(net, SamplePool(pool_arrays), "filtered-pe", SDFTrainConfig(iters=2, points_per_step=50, amsgrad=amsgrad))
+    assert made == [amsgrad]
+
+
+@pytest.mark.parametrize("line_search", [True, False], ids=["line search", "fixed filter rate"])
+def test_gradients_are_clipped_to_grad_clip(line_search, pool_arrays):
+    norms = []  # the total gradient norm Adam steps with
+
+    def record(optimizer, args, kwargs):
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([grad.norm() for grad in grads]))))
+
+    hook = register_optimizer_step_pre_hook(record)
+    try:
+        for clip in (0.0, 1e-4):
+            net = build_sdf_network(SDFNetworkConfig(method="filtered-pe", **TINY), seed=0)
+            config = SDFTrainConfig(iters=5, points_per_step=200, grad_clip=clip,
+                                    line_search=LineSearchConfig(enabled=line_search))  # fmt: skip
+            train_sdf(net, SamplePool(pool_arrays, seed=0), "filtered-pe", config)
+    finally:
+        hook.remove()
+    unclipped, clipped = norms[:5], norms[5:]
+    assert min(unclipped) > 1e-4 and all(norm <= 1e-4 * (1 + 1e-5) for norm in clipped)
