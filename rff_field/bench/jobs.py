@@ -312,18 +312,17 @@ class JobClaims:
 
 def _claim(
     claims: JobClaims, out: Path, jobs: Sequence[Job], report: RunReport, describe: str, overwrite: bool
-) -> bool:
-    """Claim ``jobs`` to run them now; False when another process runs them, or (unless ``overwrite``) finished
-    them since this one listed them."""
+) -> list[Job]:
+    """Claim ``jobs`` to run them now: those of them to run, none when another process runs them; unless
+    ``overwrite``, those another process finished since this one listed them are left out."""
     if not claims.claim(jobs):
         report.busy += list(jobs)
         print(f"{describe}: running in another process; left to it", flush=True)
-        return False
-    if not overwrite and all(is_finished(out, job) for job in jobs):
-        claims.release(jobs)
-        report.skipped += list(jobs)
-        return False
-    return True
+        return []
+    finished = [] if overwrite else [job for job in jobs if is_finished(out, job)]
+    claims.release(finished)
+    report.skipped += finished
+    return [job for job in jobs if job not in finished]
 
 
 class WorkerPool:
@@ -544,7 +543,8 @@ def run_batches(
             if stop_at is not None and time.monotonic() > stop_at:
                 report.budget_reached = True
                 break
-            if not _claim(claims, out, batch, report, describe(batch), options.overwrite):
+            batch = _claim(claims, out, batch, report, describe(batch), options.overwrite)
+            if not batch:
                 continue
             print(describe(batch), flush=True)
             try:
@@ -557,7 +557,8 @@ def run_batches(
         try:
             futures = {}
             for batch in batches:
-                if not _claim(claims, out, batch, report, describe(batch), options.overwrite):
+                batch = _claim(claims, out, batch, report, describe(batch), options.overwrite)
+                if not batch:
                     continue
                 print(describe(batch), flush=True)
                 futures[pool.submit(_run_before, stop_at, run_batch, batch)] = batch

@@ -6,6 +6,7 @@ import signal
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -13,6 +14,7 @@ from rff_field.bench.jobs import (
     Job,
     JobClaims,
     JobOptions,
+    RunReport,
     _run_before,
     check_no_failures,
     claim_benchmark_folder,
@@ -37,15 +39,45 @@ def write_job(out: Path, job: Job) -> None:
     write_result(out / job.folder, {"subject": job.subject})
 
 
-def test_finished_jobs_are_skipped_unless_overwrite(tmp_path):
+def run_in_batches_of_one(jobs: list[Job], out: Path, run_one: Callable[[Job], Any], options: JobOptions) -> RunReport:
+    """:func:`run_jobs` through :func:`run_batches`."""
+    return run_batches(jobs, out, lambda batch, stop_at: [run_one(job) for job in batch] or True,
+                       key=lambda job: job.subject, max_size=1, options=options)  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["jobs", "batches"])
+def test_finished_jobs_are_skipped_unless_overwrite(tmp_path, engine):
+    run = run_jobs if engine == "jobs" else run_in_batches_of_one
     jobs = make_jobs(3)
     write_result(tmp_path / jobs[1].folder, {"old": True})
     ran = []
-    report = run_jobs(jobs, tmp_path, lambda job: ran.append(job.subject), JobOptions())
+    report = run(jobs, tmp_path, lambda job: ran.append(job.subject), JobOptions())
     assert ran == ["s0", "s2"] and report.skipped == [jobs[1]]
     ran.clear()
-    run_jobs(jobs, tmp_path, lambda job: ran.append(job.subject), JobOptions(overwrite=True))
+    run(jobs, tmp_path, lambda job: ran.append(job.subject), JobOptions(overwrite=True))
     assert ran == ["s0", "s1", "s2"]
+
+
+def test_a_batch_runs_its_jobs_no_other_process_finished_meanwhile(tmp_path):
+    jobs = make_jobs(3)
+    ran = []
+
+    def run_batch(batch: list[Job], stop_at) -> bool:
+        ran.append([job.subject for job in batch])
+        if batch[0].subject == "s0":  # meanwhile another process finishes s1
+            write_result(tmp_path / jobs[1].folder, {"by": "other"})
+        return True
+
+    report = run_batches(jobs, tmp_path, run_batch, key=lambda job: job.subject == "s0", max_size=2,
+                         options=JobOptions())  # fmt: skip
+    assert ran == [["s0"], ["s2"]] and report.skipped == [jobs[1]] and report.finished == [jobs[0], jobs[2]]
+    assert json.loads((tmp_path / "runs/s1/metrics.json").read_text()) == {"by": "other"}
+
+
+def test_a_batch_stopped_by_the_budget_is_not_finished(tmp_path):
+    report = run_batches(make_jobs(2), tmp_path, lambda batch, stop_at: False, key=lambda job: 0, max_size=2,
+                         options=JobOptions(budget_s=60))  # fmt: skip
+    assert report.budget_reached and report.finished == []
 
 
 @pytest.mark.parametrize("engine", ["jobs", "batches"])
@@ -61,11 +93,7 @@ def test_jobs_another_process_runs_or_finished_are_left_to_it(tmp_path, engine, 
             write_result(tmp_path / jobs[2].folder, {"by": "other"})
         write_result(tmp_path / job.folder, {})
 
-    if engine == "jobs":
-        report = run_jobs(jobs, tmp_path, run_one, JobOptions())
-    else:
-        report = run_batches(jobs, tmp_path, lambda batch, stop_at: [run_one(job) for job in batch] or True,
-                             key=lambda job: job.subject, max_size=1, options=JobOptions())  # fmt: skip
+    report = (run_jobs if engine == "jobs" else run_in_batches_of_one)(jobs, tmp_path, run_one, JobOptions())
     assert ran == ["s0", "s3"] and report.busy == [jobs[1]] and report.skipped == [jobs[2]]
     assert "runs/s1: running in another process; left to it" in capsys.readouterr().out
     assert json.loads((tmp_path / "runs/s2/metrics.json").read_text()) == {"by": "other"}
@@ -145,6 +173,31 @@ def test_workers_run_jobs_in_processes_and_a_failure_spares_the_others(tmp_path)
     assert not is_finished(tmp_path, jobs[2])
     with pytest.raises(JobsFailed, match=r"^1 job\(s\) failed, the first runs/s2 with RuntimeError: this job breaks;"):
         check_no_failures(report)  # the command exits non-zero once it has summarised the others
+
+
+def sleep_then_write(out: Path, seconds: float, job: Job) -> None:
+    time.sleep(seconds)
+    write_result(out / job.folder, {})
+
+
+def write_batch(out: Path, batch: list[Job], stop_at) -> bool:
+    for job in batch:
+        write_result(out / job.folder, {})
+    return True
+
+
+def test_workers_start_no_job_past_the_budget(tmp_path):
+    jobs = make_jobs(4)  # two workers: the third job could start after 0.3 s at the soonest
+    report = run_jobs(jobs, tmp_path, partial(sleep_then_write, tmp_path, 0.3), JobOptions(workers=2, budget_s=0.1))
+    assert report.budget_reached and len(report.finished) <= 2
+
+
+def test_batches_in_workers_leave_no_lock_behind(tmp_path):
+    jobs = make_jobs(3)
+    report = run_batches(jobs, tmp_path, partial(write_batch, tmp_path), key=lambda job: 0, max_size=2,
+                         options=JobOptions(workers=2))  # fmt: skip
+    assert sorted(job.subject for job in report.finished) == ["s0", "s1", "s2"]
+    assert not (tmp_path / ".running").exists()
 
 
 def test_batches_of_the_first_subjects_run_first_for_every_key(tmp_path):
