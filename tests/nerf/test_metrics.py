@@ -104,3 +104,17 @@ def test_spread_of_several_views_is_kept():
 
     metrics = {"psnr": 21.5, "psnr_std": 0.5, "ssim": 0.75, "ssim_std": float("nan"), "fps": float("nan")}
     assert without_undefined_std(metrics) == {"psnr": 21.5, "psnr_std": 0.5, "ssim": 0.75, "fps": metrics["fps"]}
+
+
+def test_the_eval_metrics_are_the_fine_renderings_and_coarse_psnr_the_coarse_ones():
+    metrics, _ = _model(compute_lpips=False).get_image_metrics_and_images(*_outputs_and_batch())
+    assert metrics["ssim"] > 0.5 and metrics["coarse_psnr"] < metrics["psnr"] - 10  # coarse: noise; fine: the image
+
+
+def test_training_losses_are_both_levels_and_the_training_psnr_the_fine_ones():
+    model = _model(compute_lpips=False)
+    outputs, batch = _outputs_and_batch()
+    losses = model.get_loss_dict(outputs, batch)
+    assert set(losses) == {"rgb_loss_coarse", "rgb_loss_fine"}
+    assert losses["rgb_loss_coarse"] > 10 * losses["rgb_loss_fine"]
+    assert float(model.get_metrics_dict(outputs, batch)["psnr"]) > 20

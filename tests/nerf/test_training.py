@@ -126,6 +126,10 @@ def test_config_round_trips_and_loads_with_eval_setup(trained):
     outputs = model.get_outputs_for_camera(pipeline.datamanager.eval_dataset.cameras[0:1])
     for key in ("rgb", "depth", "accumulation", "rgb_coarse", "rgb_fine"):
         assert key in outputs and outputs[key].shape[:2] == (16, 16)
+    for key in ("rgb", "depth", "accumulation"):  # what ns-eval and the viewer show: the fine rendering
+        assert torch.equal(outputs[key], outputs[f"{key}_fine"]) and not torch.equal(
+            outputs[key], outputs[f"{key}_coarse"]
+        )
 
 
 def test_viewer_shows_the_filter_rate_of_the_loaded_checkpoint(trained, tmp_path):
@@ -340,3 +344,40 @@ def test_a_checkpoint_with_non_finite_values_is_refused(trained, tmp_path, capsy
     assert run(ExportMesh(load_config=run_dir / "config.yml", output_path=tmp_path / "m.ply")) == 2
     err = capsys.readouterr().err
     assert "holds non-finite values" in err and "diverged" in err and not (tmp_path / "m.ply").exists()
+
+
+def test_a_config_written_before_line_search_options_moved_loads_as_it_trained():
+    dumped = yaml.dump(RFFNeRFModelConfig())
+    lines = dumped.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("line_search:"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith(" "))  # past its nested keys
+    older = "\n".join([*lines[:start], "line_search: false", "line_search_lr_max: 0.5", *lines[end:]])
+    loaded = yaml.load(older, Loader=yaml.Loader).line_search
+    assert (loaded.enabled, loaded.lr_max) == (False, 0.5)
+
+
+def test_without_the_line_search_the_checkpoint_and_log_hold_the_fixed_filter_rate(trained, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = tiny_config(trained["scene"], tmp_path / "runs", steps=2)
+    config.pipeline.model.line_search.enabled = False
+    config.logging.steps_per_log = 1
+    rate = config.optimizers[FILTER_GROUP]["optimizer"].lr
+    config_path = train_in_process(config)
+    (checkpoint,) = (config_path.parent / "nerfstudio_models").glob("step-*.ckpt")
+    assert float(torch.load(checkpoint, map_location="cpu")["pipeline"]["_model.filter_lr"]) == pytest.approx(rate)
+    events = EventAccumulator(str(config_path.parent))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars(FILTER_LR_TAG)] == [
+        (0, pytest.approx(rate)),
+        (1, pytest.approx(rate)),
+    ]
+
+
+def test_a_scheduler_on_the_filter_group_is_refused(trained, tmp_path):
+    from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+
+    config = tiny_config(trained["scene"], tmp_path / "runs", steps=2)
+    config.optimizers[FILTER_GROUP]["scheduler"] = ExponentialDecaySchedulerConfig(lr_final=1e-5)
+    with pytest.raises(RuntimeError, match="'filter' group must have no scheduler"):
+        train_in_process(config)
