@@ -40,7 +40,7 @@ def divergence_callback(model: Model, attributes: TrainingCallbackAttributes) ->
         # nerfstudio saves a checkpoint at these steps and after the last one
         saves = trainer is not None and (
             step_check(step, trainer.config.steps_per_save)
-            or step + 1 >= trainer.config.max_num_iterations
+            or step + 1 >= getattr(trainer, "_start_step", 0) + trainer.config.max_num_iterations  # a resumed run too
             or getattr(trainer, "stop_training", False)  # Ctrl-C: it saves after this step (set in train())
         )
         logs = trainer is None or step_check(step, max(trainer.config.logging.steps_per_log, 1))
