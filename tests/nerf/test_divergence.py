@@ -14,9 +14,9 @@ from rff_field.nerf import divergence
 
 
 def check_steps(tmp_path, losses: dict, start: int = 0, steps: int = 10, per_save: int = 1000, per_log: int = 10**6,
-                nan_weights_at: int = -1, shut: list | None = None) -> None:  # fmt: skip
+                nan_weights_at: int = -1, shut: list | None = None, ran: list | None = None) -> None:  # fmt: skip
     """Run the callback over ``steps`` steps from ``start``: ``losses`` maps a step to its loss (default 1); the
-    parameters turn NaN at step ``nan_weights_at``; ``shut`` records the trainer's shutdown."""
+    parameters turn NaN at step ``nan_weights_at``; ``shut`` records the trainer's shutdown, ``ran`` the steps."""
     model = SimpleNamespace(w=nn.Parameter(torch.ones(2)), config=SimpleNamespace(), step=start)
     model.training_loss = lambda: torch.tensor(losses.get(model.step, 1.0))
     model.get_param_groups = lambda: {"fields": [model.w]}
@@ -27,6 +27,7 @@ def check_steps(tmp_path, losses: dict, start: int = 0, steps: int = 10, per_sav
     callback = divergence.divergence_callback(model, SimpleNamespace(trainer=trainer))
     for step in range(start, start + steps):
         model.step = step
+        (ran if ran is not None else []).append(step)
         if step == nan_weights_at:
             model.w.data.fill_(math.nan)
         callback.run_callback(step)
@@ -40,10 +41,10 @@ def test_a_resumed_run_reads_the_parameters_only_before_its_last_checkpoint(tmp_
 
 
 def test_a_non_finite_loss_stops_training_at_the_next_logged_step(tmp_path):
-    shut = []
+    shut, ran = [], []
     with pytest.raises(TrainingDiverged, match="diverged at step 3: the loss is nan") as stopped:
-        check_steps(tmp_path, {3: math.nan}, per_log=2, shut=shut)
-    assert "no checkpoint was written" in str(stopped.value) and shut == [True]
+        check_steps(tmp_path, {3: math.nan}, per_log=2, shut=shut, ran=ran)
+    assert ran[-1] == 4 and shut == [True] and "no checkpoint was written" in str(stopped.value)
 
 
 def test_non_finite_parameters_stop_training_before_a_checkpoint(tmp_path):
