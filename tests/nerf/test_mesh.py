@@ -31,7 +31,7 @@ class SphereField:
 def test_sphere_mesh(backend, monkeypatch):
     if backend == "skimage":
         monkeypatch.setitem(sys.modules, "mcubes", None)  # import fails: the scikit-image fallback runs
-    mesh = density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=48, threshold=25.0)
+    mesh = density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=48, threshold=25.0, batch_size=64)
     vertices = np.asarray(mesh.vertices)
     radius = np.linalg.norm(vertices, axis=1)
     assert np.allclose(radius, 0.25, atol=0.05)  # density 25 at |x| = 0.25; the far blob was dropped

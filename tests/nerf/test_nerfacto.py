@@ -18,9 +18,10 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from nerfstudio.data.scene_box import SceneBox
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from nerfstudio.engine.trainer import TrainerConfig
+from PIL import Image
 
 from rff_field.core.optim import FILTER_GROUP
-from rff_field.nerf.evaluate import evaluate_views
+from rff_field.nerf.evaluate import evaluate_views, evenly_spaced
 from rff_field.nerf.loading import load_rff_pipeline
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_field import FourierNerfactoField
@@ -109,14 +110,22 @@ def test_evaluates_the_held_out_views(trained, tmp_path):
 def test_trains_and_evaluates_on_a_blender_scene(tmp_path):
     scene = write_blender_scene(tmp_path / "scene", SceneSpec(image_size=16, num_train=4, num_val=1, num_test=2))
     config_path = train_in_process(tiny_config(scene, tmp_path / "runs", steps=3, blender=True))
-    _, pipeline, _, _ = load_rff_pipeline(config_path, test_mode="test")
+    _, pipeline, model, _ = load_rff_pipeline(config_path, test_mode="test")
     metrics = evaluate_views(pipeline, tmp_path / "eval", progress=False)
     assert metrics["num_views"] == 2 and np.isfinite(metrics["mean"]["psnr"])
-    assert sorted(p.name for p in (tmp_path / "eval" / "renders").glob("r_0_*")) == [
-        "r_0_depth.png",
-        "r_0_gt.png",
-        "r_0_rgb.png",
-    ]
+    for key, mean in metrics["mean"].items():
+        assert mean == pytest.approx(np.mean([view[key] for view in metrics["views"]]), rel=1e-9), key
+    renders = tmp_path / "eval" / "renders"
+    assert sorted(p.name for p in renders.glob("r_0_*")) == ["r_0_depth.png", "r_0_gt.png", "r_0_rgb.png"]
+    dataset = pipeline.datamanager.eval_dataset
+    index = next(i for i, name in enumerate(dataset.image_filenames) if Path(name).stem == "r_0")
+    rendered = model.get_outputs_for_camera(dataset.cameras[index : index + 1])["rgb"].clamp(0, 1).numpy()
+    written = np.asarray(Image.open(renders / "r_0_rgb.png"), dtype=np.float64) / 255
+    assert np.abs(written - rendered).max() <= 0.5 / 255 + 1e-6  # the PNG is the rendering, rounded to 8 bits
+
+
+def test_evenly_spaced_views_run_from_the_first_to_the_last():
+    assert evenly_spaced(10, 3) == [0, 4, 9] and evenly_spaced(3, 10) == [0, 1, 2] and evenly_spaced(7, 1) == [0]
 
 
 def test_coarse_sampling_for_the_first_steps_then_the_configured_counts(tmp_path):
