@@ -381,3 +381,20 @@ def test_a_scheduler_on_the_filter_group_is_refused(trained, tmp_path):
     config.optimizers[FILTER_GROUP]["scheduler"] = ExponentialDecaySchedulerConfig(lr_final=1e-5)
     with pytest.raises(RuntimeError, match="'filter' group must have no scheduler"):
         train_in_process(config)
+
+
+def test_the_latest_checkpoint_of_a_run_is_loaded_and_a_run_without_one_refused(trained, tmp_path):
+    from rff_field.core.errors import UsageError
+    from rff_field.nerf.loading import load_rff_pipeline
+
+    run = tmp_path / "run"
+    shutil.copytree(trained["config_path"].parent, run)
+    (latest,) = (run / "nerfstudio_models").glob("step-*.ckpt")
+    earlier = torch.load(latest, map_location="cpu")
+    earlier["step"] = 3
+    torch.save(earlier, run / "nerfstudio_models" / "step-000000003.ckpt")  # sorts first, as --steps-per-save writes
+    assert load_rff_pipeline(run / "config.yml", test_mode="test")[3] == STEPS - 1
+    for checkpoint in (run / "nerfstudio_models").glob("step-*.ckpt"):
+        checkpoint.unlink()
+    with pytest.raises(UsageError, match=r"no checkpoint \(step-\*\.ckpt\) in .*; train the model first"):
+        load_rff_pipeline(run / "config.yml", test_mode="test")
