@@ -248,6 +248,32 @@ def test_filter_off_is_the_baseline_with_one_change(tmp_path):
     assert math.isclose(sum(p.numel() for p in on.get_param_groups()[FILTER_GROUP]), 6 * d * d)
 
 
+def test_the_embedding_and_filter_options_reach_both_fields():
+    from nerfstudio.data.scene_box import SceneBox
+
+    box = SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3]))
+
+    def encodings(**options):
+        model = RFFNeRFModelConfig(compute_lpips=False, **options).setup(scene_box=box, num_train_data=1)
+        return [field.position_encoding for field in model.fields]
+
+    rff = dict(encoding="rff", rff_num_frequencies=7, rff_seed=3)
+    d = 3 + 2 * 7
+    for encoding in encodings(
+        **rff, filter_num_layers=2, filter_bias=True, filter_init="identity", filter_residual=True
+    ):
+        assert encoding.get_out_dim() == d and encoding.residual
+        assert [tuple(p.shape) for p in encoding.filter.parameters()] == [(d, d), (d,), (d, d), (d,)]
+        assert torch.equal(encoding.filter[0].weight.detach(), torch.eye(d))
+    frequencies = encodings(**rff)[0].encoding.B
+    assert torch.equal(encodings(**rff)[1].encoding.B, frequencies)  # a seed gives the same frequencies
+    assert not torch.equal(encodings(**{**rff, "rff_seed": 4})[0].encoding.B, frequencies)
+    assert torch.equal(encodings(**rff, rff_sigma=16.0)[0].encoding.B, 2 * frequencies)  # the default sigma is 8
+    x = torch.rand(4, 3)
+    low, high = (encodings(pe_bands="loglinear", pe_scale=scale)[0].encoding(x) for scale in (5.0, 10.0))
+    assert torch.equal(low[:, :3], high[:, :3]) and not torch.equal(low, high)  # the same input, other bands
+
+
 def test_trains_on_a_nerfstudio_dataset(trained, tmp_path):
     """`ns-train rff-nerf-lite nerfstudio-data --data ...`: the same scene as a transforms.json dataset."""
     import json
