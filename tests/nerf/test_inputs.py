@@ -284,6 +284,9 @@ def test_blender_scene_needs_poses(scene, tmp_path):
         ({"num_frequencies": 0}, "num-frequencies must be positive"),
         ({"rff_sigma": -1.0}, "rff-sigma must be positive"),
         ({"skip_connections": (8,)}, r"skip-connections \[8\] must lie in 1..6"),
+        ({"skip_connections": (0,)}, r"skip-connections \[0\] must lie in 1..6"),
+        ({"collider_params": {"near_plane": -1.0, "far_plane": 2.0}}, "0 <= near_plane < far_plane"),
+        ({"collider_params": {"near_plane": 2.0}}, "0 <= near_plane < far_plane"),
         ({"line_search": LineSearchConfig(lr_min=1e-2, lr_max=1e-3)}, "line-search.lr-min"),
         ({"line_search": LineSearchConfig(c1=1.5)}, "line-search.c1 must lie in"),
         ({"collider_params": {"near_plane": 6.0, "far_plane": 2.0}}, "near_plane < far_plane"),
@@ -304,6 +307,10 @@ def test_unsupported_options(override, message):
         ({"num_nerf_samples_per_ray": 0}, "num-nerf-samples-per-ray must be positive"),
         ({"num_proposal_samples_per_ray": (64,)}, "a positive count for each of the 2 proposal iterations"),
         ({"near_plane": 2.0, "far_plane": 1.0}, "near-plane must lie in"),
+        ({"num_proposal_samples_per_ray": (0, 96)}, "num-proposal-samples-per-ray 0 96 needs a positive count"),
+        ({"near_plane": -1.0}, "near-plane must lie in"),
+        ({"base_res": 32}, "base-res does not apply to rff-nerfacto"),
+        ({"features_per_level": 4}, "features-per-level does not apply"),
         ({"line_search": LineSearchConfig(lr_max=-1.0)}, "line-search.lr-max"),
         ({"appearance_embed_dim": -1}, "appearance-embed-dim must be positive"),
         ({"distortion_loss_mult": -1.0}, "distortion-loss-mult must be zero or positive"),
@@ -367,6 +374,23 @@ def test_optimizer_groups_are_named_as_ns_train_spells_them():
 
     with pytest.raises(UsageError, match=r"^--optimizers\.proposal-networks\.optimizer\.lr must be a positive"):
         check_optimizers({"proposal_networks": {"optimizer": AdamOptimizerConfig(lr=0.0), "scheduler": None}})
+    with pytest.raises(UsageError, match=r"^--optimizers\.fields\.optimizer\.lr must be a positive finite number"):
+        check_optimizers({"fields": {"optimizer": AdamOptimizerConfig(lr=float("inf")), "scheduler": None}})
+
+
+def test_images_too_small_on_either_side_are_refused(tmp_path):
+    from PIL import Image
+
+    from rff_field.nerf.checks import MIN_EVAL_IMAGE_SIDE, check_scaled_image_size
+
+    for size in (
+        (4 * MIN_EVAL_IMAGE_SIDE, MIN_EVAL_IMAGE_SIDE - 1),
+        (MIN_EVAL_IMAGE_SIDE - 1, 4 * MIN_EVAL_IMAGE_SIDE),
+    ):
+        Image.new("RGB", size).save(tmp_path / "image.png")
+        with pytest.raises(UsageError, match=f"the images of the dataset are {size[0]}x{size[1]}"):
+            check_scaled_image_size(tmp_path / "image.png", 1.0, "--downscale-factor")
+    check_scaled_image_size(tmp_path / "image.png", 2.0, "--downscale-factor")  # scaled up: large enough
 
 
 def test_trainer_refuses_to_write_over_an_earlier_runs_checkpoints(scene, tmp_path, capsys):
