@@ -351,3 +351,18 @@ def test_the_lite_decays_its_rates_over_its_own_run():
         multiplier = schedule.setup().get_scheduler(optimizer, lr).lr_lambdas[0]
         assert lr * multiplier(0) == pytest.approx(1e-2)
         assert lr * multiplier(config.max_num_iterations - 1) == pytest.approx(schedule.lr_final, rel=1e-3)
+
+
+def test_the_density_mlp_maps_the_contracted_cube_onto_the_embeddings_interval():
+    from nerfstudio.field_components.encodings import Identity
+
+    from rff_field.nerf.nerfacto_field import FourierDensityMLP
+
+    seen = []
+    encoding = Identity(in_dim=3)
+    encoding.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0]))
+    mlp = FourierDensityMLP(encoding, num_layers=3, layer_width=16, out_dim=5, implementation="torch")
+    out = mlp(torch.tensor([[0.0, 0.5, 1.0]]))  # nerfacto's contracted positions lie in [0, 1]
+    assert torch.equal(seen[0], torch.tensor([[-2.0, 0.0, 2.0]])) and out.shape == (1, 5)
+    assert [(layer.in_features, layer.out_features) for layer in mlp.mlp.layers] == [(3, 16), (16, 16), (16, 5)]
+    assert isinstance(mlp.mlp.activation, torch.nn.ReLU) and mlp.mlp.out_activation is None
