@@ -366,3 +366,30 @@ def test_the_density_mlp_maps_the_contracted_cube_onto_the_embeddings_interval()
     assert torch.equal(seen[0], torch.tensor([[-2.0, 0.0, 2.0]])) and out.shape == (1, 5)
     assert [(layer.in_features, layer.out_features) for layer in mlp.mlp.layers] == [(3, 16), (16, 16), (16, 5)]
     assert isinstance(mlp.mlp.activation, torch.nn.ReLU) and mlp.mlp.out_activation is None
+
+
+def test_nerfactos_options_reach_the_field_and_the_proposal_networks():
+    default = untrained_model()
+    assert default.field.spatial_distortion is not None and default.field.appearance_embedding_dim > 0
+    grids = [dict(hidden_dim=8, log2_hashmap_size=10, num_levels=4, max_res=64, use_linear=False),
+             dict(hidden_dim=12, log2_hashmap_size=10, num_levels=4, max_res=128, use_linear=False)]  # fmt: skip
+    model = untrained_model(disable_scene_contraction=True, hidden_dim_color=24, use_appearance_embedding=False,
+                            average_init_density=0.5, proposal_net_args_list=grids)  # fmt: skip
+    field = model.field
+    assert field.spatial_distortion is None and field.appearance_embedding_dim == 0
+    assert field.mlp_head.layer_width == 24 and field.average_init_density == 0.5
+    proposals = [(p.spatial_distortion, p.average_init_density, p.mlp_base[1].layer_width, int(p.max_res))
+                 for p in model.proposal_networks]  # fmt: skip
+    assert proposals == [(None, 0.5, 8, 64), (None, 0.5, 12, 128)]
+    assert model.renderer_depth.method == "median"  # nerfacto's depth output
+
+
+def test_an_lpips_that_could_not_be_computed_is_left_out_of_the_metrics(monkeypatch):
+    from nerfstudio.models.nerfacto import NerfactoModel
+
+    model = untrained_model()
+    for lpips, kept in ((float("nan"), False), (0.25, True)):
+        monkeypatch.setattr(NerfactoModel, "get_image_metrics_and_images",
+                            lambda self, outputs, batch, value=lpips: ({"psnr": 20.0, "lpips": value}, {}))  # fmt: skip
+        metrics, _ = model.get_image_metrics_and_images({}, {})
+        assert ("lpips" in metrics) is kept and metrics["psnr"] == 20.0
