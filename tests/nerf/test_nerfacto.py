@@ -393,3 +393,25 @@ def test_an_lpips_that_could_not_be_computed_is_left_out_of_the_metrics(monkeypa
                             lambda self, outputs, batch, value=lpips: ({"psnr": 20.0, "lpips": value}, {}))  # fmt: skip
         metrics, _ = model.get_image_metrics_and_images({}, {})
         assert ("lpips" in metrics) is kept and metrics["psnr"] == 20.0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(lr_final=1e-4, max_steps=50), dict(lr_final=1e-4, max_steps=50, warmup_steps=10, lr_pre_warmup=1e-6),
+     dict(lr_final=1e-4, max_steps=50, warmup_steps=10, ramp="linear"), dict(max_steps=50)],
+    ids=["decay", "cosine warmup", "linear warmup", "no lr_final"],
+)  # fmt: skip
+def test_the_float_scheduler_follows_nerfstudios_schedule(options):
+    from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+
+    from rff_field.nerf.schedulers import FloatExponentialDecaySchedulerConfig
+
+    def rates(config) -> list:
+        optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=1e-2)
+        scheduler = config.setup().get_scheduler(optimizer, 1e-2)
+        return [scheduler.lr_lambdas[0](step) for step in range(60)]  # past max_steps too
+
+    ours = rates(FloatExponentialDecaySchedulerConfig(**options))
+    theirs = rates(ExponentialDecaySchedulerConfig(**options))
+    assert all(type(rate) is float for rate in ours)  # no numpy scalar reaches the checkpoint
+    assert ours == pytest.approx([float(rate) for rate in theirs], rel=1e-9)
