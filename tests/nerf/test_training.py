@@ -274,6 +274,17 @@ def test_the_embedding_and_filter_options_reach_both_fields():
     assert torch.equal(low[:, :3], high[:, :3]) and not torch.equal(low, high)  # the same input, other bands
 
 
+def test_filtering_the_direction_alone_gives_a_filter_group():
+    from nerfstudio.data.scene_box import SceneBox
+
+    box = SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3]))
+    model = RFFNeRFModelConfig(compute_lpips=False, use_filter=False, filter_direction=True).setup(
+        scene_box=box, num_train_data=1
+    )
+    d = 3 + 3 * 2 * 4  # the direction's nerf-pytorch PE with 4 bands
+    assert [tuple(p.shape) for p in model.get_param_groups()[FILTER_GROUP]] == [(d, d)] * 6
+
+
 def test_trains_on_a_nerfstudio_dataset(trained, tmp_path):
     """`ns-train rff-nerf-lite nerfstudio-data --data ...`: the same scene as a transforms.json dataset."""
     import json
