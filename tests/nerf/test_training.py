@@ -283,6 +283,7 @@ def test_filtering_the_direction_alone_gives_a_filter_group():
     )
     d = 3 + 3 * 2 * 4  # the direction's nerf-pytorch PE with 4 bands
     assert [tuple(p.shape) for p in model.get_param_groups()[FILTER_GROUP]] == [(d, d)] * 6
+    assert model.has_filter  # the line search is attached to it
 
 
 def test_trains_on_a_nerfstudio_dataset(trained, tmp_path):
