@@ -21,7 +21,8 @@ PRESSED = "ctrl_c_pressed"
 def ctrl_c_callback(attributes: TrainingCallbackAttributes) -> Optional[TrainingCallback]:
     """A callback that, before the first step, makes the first Ctrl-C end training after the step it falls in:
     the trainer then saves its checkpoint as at the end of training (``--load-dir`` goes on from it). A second
-    Ctrl-C, or one after training ended, acts as usual. None without a trainer, or outside the main thread.
+    Ctrl-C, or one after training ended, acts as usual; an ignored Ctrl-C stays ignored. None without a trainer, or
+    outside the main thread.
     """
     trainer = attributes.trainer
     if trainer is None or threading.current_thread() is not threading.main_thread():
@@ -33,7 +34,7 @@ def ctrl_c_callback(attributes: TrainingCallbackAttributes) -> Optional[Training
         if trainer.training_state == "completed" or getattr(trainer, "stop_training", False):
             if callable(previous[0]):
                 previous[0](signum, frame)
-            elif previous[0] != signal.SIG_IGN:
+            else:
                 raise KeyboardInterrupt
             return
         trainer.stop_training = True
@@ -49,6 +50,7 @@ def ctrl_c_callback(attributes: TrainingCallbackAttributes) -> Optional[Training
     def install(step: int) -> None:
         if not previous:
             previous.append(signal.getsignal(signal.SIGINT))
-            signal.signal(signal.SIGINT, handler)
+            if previous[0] != signal.SIG_IGN:  # as a shell starts background jobs: it stays ignored
+                signal.signal(signal.SIGINT, handler)
 
     return TrainingCallback(where_to_run=[TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], func=install)
