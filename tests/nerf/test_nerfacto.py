@@ -108,11 +108,11 @@ def test_evaluates_the_held_out_views(trained, tmp_path):
 
 
 def test_trains_and_evaluates_on_a_blender_scene(tmp_path):
-    scene = write_blender_scene(tmp_path / "scene", SceneSpec(image_size=16, num_train=4, num_val=1, num_test=2))
+    scene = write_blender_scene(tmp_path / "scene", SceneSpec(image_size=16, num_train=4, num_val=1, num_test=3))
     config_path = train_in_process(tiny_config(scene, tmp_path / "runs", steps=3, blender=True))
     _, pipeline, model, _ = load_rff_pipeline(config_path, test_mode="test")
     metrics = evaluate_views(pipeline, tmp_path / "eval", progress=False)
-    assert metrics["num_views"] == 2 and np.isfinite(metrics["mean"]["psnr"])
+    assert metrics["num_views"] == 3 and np.isfinite(metrics["mean"]["psnr"])  # three: a median would differ
     for key, mean in metrics["mean"].items():
         assert mean == pytest.approx(np.mean([view[key] for view in metrics["views"]]), rel=1e-9), key
     renders = tmp_path / "eval" / "renders"
