@@ -123,6 +123,13 @@ def test_config_round_trips_and_loads_with_eval_setup(trained):
     assert step == STEPS - 1
     trained_weight = trained["model"].field_fine.position_encoding.filter[0].weight
     assert torch.equal(model.field_fine.position_encoding.filter[0].weight.cpu(), trained_weight.detach().cpu())
+    # The two levels are made to differ by construction (a few training steps may leave both blank): the coarse
+    # field empty (white background), the fine one opaque and black.
+    with torch.no_grad():
+        for field, density, colour in ((model.field_coarse, -30.0, 0.0), (model.field_fine, 20.0, -20.0)):
+            for head, bias in ((field.field_output_density, density), (field.field_heads[0], colour)):
+                head.net.weight.zero_()
+                head.net.bias.fill_(bias)
     outputs = model.get_outputs_for_camera(pipeline.datamanager.eval_dataset.cameras[0:1])
     for key in ("rgb", "depth", "accumulation", "rgb_coarse", "rgb_fine"):
         assert key in outputs and outputs[key].shape[:2] == (16, 16)
