@@ -108,7 +108,7 @@ def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     quiet_known_warnings()  # the NeRF benchmarks import nerfstudio, some of whose modules warn on import
     argv = list(sys.argv[1:] if args is None else args)
     if argv[:1] == ["image"] and image_cli.split_protocol(argv)[0] is not None:
-        image_cli.run_bench("rff-bench image", argv[1:])
+        image_cli.run_bench_with_protocol("rff-bench image", argv[1:])
     else:
         legacy = sdf_cli.LEGACY_FLAGS if argv[:1] == ["sdf"] else image_cli.LEGACY_FLAGS  # each tool's earlier names
         run_command("rff-bench", Command, __doc__, legacy, argv)

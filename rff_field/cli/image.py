@@ -154,7 +154,7 @@ def split_protocol(args: Sequence[str]) -> tuple[Optional[str], list[str]]:
     return None, args
 
 
-def run_bench(prog: str, args: Sequence[str]) -> Optional[dict]:
+def run_bench_with_protocol(prog: str, args: Sequence[str]) -> Optional[dict]:
     """Run :class:`Bench` on ``args``; a ``--protocol`` table gives the defaults the other options override.
 
     Args:
@@ -177,7 +177,7 @@ def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Console script ``rff-image``."""
     argv = list(sys.argv[1:] if args is None else args)
     if argv[:1] == ["bench"] and split_protocol(argv)[0] is not None:
-        run_bench("rff-image bench", argv[1:])
+        run_bench_with_protocol("rff-image bench", argv[1:])
     else:
         run_command("rff-image", Command, __doc__, LEGACY_FLAGS, argv)
 
