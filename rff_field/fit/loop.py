@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import Tensor, nn
 
+from rff_field.common.machine import resolve_device
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
@@ -81,11 +82,7 @@ class TrainConfig:
 
     def torch_device(self) -> torch.device:
         """The device to train on."""
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise UsageError("--device cuda was asked for but CUDA is not available; use --device cpu or auto")
-        return torch.device(self.device)
+        return resolve_device(self.device)
 
 
 class FitTask:
