@@ -26,8 +26,8 @@ from torch import Tensor, nn
 from rff_field.common.machine import resolve_device
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
-from rff_field.core.filter import split_filter_parameters
-from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search, named_param_groups
+from rff_field.core.filter import FILTER_GROUP, named_param_groups, split_filter_parameters
+from rff_field.core.line_search import LineSearchConfig, attach_line_search
 from rff_field.fit.checkpoint import load_checkpoint, save_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -291,7 +291,7 @@ def train(
                 current["loss"] = loss.detach()
                 optimizer.step()
                 if search is not None:
-                    records[step] = search.last_record
+                    records[step] = search.records[-1]
                 elif has_filter:
                     rates.append(filter_lr * (decay(step) if filter_follows else 1.0))
                 scheduler.step()
