@@ -15,12 +15,34 @@ def folder(tmp_path_factory):
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(root / "images/a.png")
     (root / "not-an-image.png").write_text("no pixels here")
     entrypoint(["fit", "--image", str(root / "images/a.png"), "--out", str(root / "fit"), "--iters", "1",
-                "--no-progress", "--no-lpips", "--hidden-features", "8"])  # fmt: skip
+                "--no-progress", "--lpips", "False", "--hidden-features", "8"])  # fmt: skip
     return root
 
 
-FIT = ["fit", "--image", "{root}/images/a.png", "--out", "{root}/new", "--iters", "2", "--no-progress", "--no-lpips"]
-BENCH = ["bench", "--images", "{root}/images", "--out", "{root}/bench", "--iters", "1", "--no-progress", "--no-lpips"]
+FIT = [
+    "fit",
+    "--image",
+    "{root}/images/a.png",
+    "--out",
+    "{root}/new",
+    "--iters",
+    "2",
+    "--no-progress",
+    "--lpips",
+    "False",
+]
+BENCH = [
+    "bench",
+    "--images",
+    "{root}/images",
+    "--out",
+    "{root}/bench",
+    "--iters",
+    "1",
+    "--no-progress",
+    "--lpips",
+    "False",
+]
 CASES = [
     (["fit", "--image", "{root}/missing.png"], 2, "missing.png"),
     (["fit", "--image", "{root}/not-an-image.png"], 2, "not-an-image.png"),

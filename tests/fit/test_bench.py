@@ -10,9 +10,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from rff_field.cli.image import entrypoint
+from rff_field.core.errors import UsageError
+from rff_field.fit.bench import parse_variant, run_bench
 
 VARIANTS = ["mlp-pe", "filtered-pe", "siren"]
 
@@ -38,7 +41,7 @@ def test_a_killed_bench_leaves_no_process_and_its_rerun_finishes_the_table(tmp_p
     images.mkdir()
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(images / "a.png")
     args = ["bench", "--images", str(images), "--out", str(out), "--variants", *VARIANTS, "--iters", "600",
-            "--log-every", "50", "--hidden-features", "16", "--no-lpips", "--no-progress"]  # fmt: skip
+            "--log-every", "50", "--hidden-features", "16", "--lpips", "False", "--no-progress"]  # fmt: skip
     script = "import sys; from rff_field.cli.image import entrypoint; entrypoint(sys.argv[1:])"
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     for signum, status in ((signal.SIGTERM, 130), (signal.SIGKILL, -signal.SIGKILL)):
@@ -59,3 +62,22 @@ def test_a_killed_bench_leaves_no_process_and_its_rerun_finishes_the_table(tmp_p
     assert sorted(row["variant"] for row in rows) == sorted(VARIANTS)
     assert any(row.get("resumed_at") for row in rows)  # the job stopped by SIGTERM went on from its checkpoint
     assert "| 1/1 |" in (out / "results.md").read_text() and (out / "results.png").is_file()
+
+
+def test_shards_split_the_grid_and_each_writes_the_whole_table(tmp_path):
+    presets = {"a": {"width": 1}, "b": {"width": 2}}
+    variants = [parse_variant(text, presets) for text in ("a", "b", "wide:b,width=3")]
+    ran = []
+
+    def run_job(job):
+        ran.append((job.input, job.variant.label))
+        job.folder.mkdir(parents=True)
+        (job.folder / "metrics.json").write_text(json.dumps({"score": len(ran)}))
+
+    columns = [("score", "score", ".0f")]
+    run_bench(tmp_path, ["x", "y"], variants, run_job, {"iters": 1}, columns, shard="2/2")
+    assert ran == [("x", "b"), ("y", "a"), ("y", "wide")]
+    rows = run_bench(tmp_path, ["x", "y"], variants, run_job, {"iters": 1}, columns, shard="1/2")
+    assert len(ran) == 6 and len(rows) == 6 and (tmp_path / "results.md").read_text().count("| 2/2 |") == 3
+    with pytest.raises(UsageError, match="other settings"):
+        run_bench(tmp_path, ["x", "y"], variants, run_job, {"iters": 2}, columns)

@@ -27,7 +27,7 @@ def picture(tmp_path_factory):
     return path
 
 
-SMALL = ["--no-progress", "--no-lpips", "--hidden-features", "16", "--log-every", "5"]
+SMALL = ["--no-progress", "--lpips", "False", "--hidden-features", "16", "--log-every", "5"]
 
 
 def test_fit_writes_the_comparison_and_render_samples_a_finer_grid(picture, tmp_path):
@@ -63,3 +63,12 @@ def test_frequencies_beyond_the_grid_warn_in_one_line(picture, tmp_path, caplog)
     with caplog.at_level(logging.WARNING, logger="rff_field"):
         assert rff_image(*args, "--out", tmp_path / "b", "--embedding.pe-scale", "4") == 0
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+def test_sape_fits_in_mini_batches(picture, tmp_path):
+    out = tmp_path / "sape"
+    args = ["fit", "--image", picture, "--out", out, "--iters", "4", "--method", "sape", "--batch-size", "300", *SMALL]
+    assert rff_image(*args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["method"] == "sape" and len(metrics["psnr_history"]) == 4 and len(metrics["loss_history"]) == 12
+    assert "sape_revealed_fraction" in metrics
