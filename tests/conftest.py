@@ -28,38 +28,3 @@ def own_compile_cache(tmp_path_factory):
         del os.environ["TORCHINDUCTOR_CACHE_DIR"]
     else:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
-
-
-@pytest.fixture
-def one_thread():
-    """Run the test with one torch thread (fits whose timings or thread-dependent sums should not vary)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def lpips_offline(monkeypatch):
-    """Building torchmetrics' LPIPS fails as it does offline, after torch.hub's "Downloading" line and progress.
-
-    Returns the list of attempts (one entry each)."""
-    import sys
-
-    import torchmetrics.image.lpip as lpip
-
-    from rff_field.common import lpips
-    from rff_field.image import metrics
-
-    attempts = []
-
-    def fail(*args, **kwargs):
-        attempts.append(1)
-        sys.stdout.write('Downloading: "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"\n')
-        sys.stderr.write("Downloading 0.0%\n")
-        raise OSError("<urlopen error [Errno -2] Name or service not known>")
-
-    monkeypatch.setattr(lpip, "LearnedPerceptualImagePatchSimilarity", fail)
-    monkeypatch.setattr(lpips, "_failure", None)
-    monkeypatch.setattr(metrics, "_lpips_model", None)
-    return attempts
