@@ -319,11 +319,9 @@ class FilterLineSearch:
             raise UsageError(f"the line search's loss_fn must return the step's scalar loss, got {tuple(loss.shape)}")
         loss = loss.reshape(())
         if torch.distributed.is_available() and torch.distributed.is_initialized():
-            if torch.distributed.get_world_size() > 1:
-                on_gpu = torch.distributed.get_backend() == "nccl"
-                loss = loss.to("cuda" if on_gpu else "cpu", copy=True)
-                torch.distributed.all_reduce(loss)
-                loss = loss.to(self._device) / torch.distributed.get_world_size()
+            loss = loss.to("cuda" if torch.distributed.get_backend() == "nccl" else "cpu", copy=True)
+            torch.distributed.all_reduce(loss)
+            loss = loss.to(self._device) / torch.distributed.get_world_size()
         if self._steps == 0 and float(loss) < 0:  # the one host read: the rule models where the loss reaches zero
             raise UsageError(f"the line search needs a loss >= 0 (it models where the loss reaches zero), got "
                              f"{float(loss):g}: do not subtract a constant from the loss")  # fmt: skip
