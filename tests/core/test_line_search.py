@@ -160,15 +160,16 @@ def test_the_gradient_direction_with_sgd():
 
 def test_a_grad_scaler_gives_the_rates_of_the_unscaled_gradients():
     rates = []
-    for enabled in (False, True):
+    for enabled, fused in ((False, False), (True, False), (True, True)):  # a fused Adam unscales in its kernel
         net, x, y = make_problem(2)
         filt, inr = split_filter_parameters(net)
-        opts = [torch.optim.Adam(inr, lr=1e-2), torch.optim.Adam(filt)]
+        opts = [torch.optim.Adam(inr, lr=1e-2, fused=fused), torch.optim.Adam(filt, fused=fused)]
         scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=enabled)
         hook = FilterLineSearch(filt, inr, opts, lambda: step["loss"], LineSearchConfig(lr_max=1.0), scaler)
         train(net, x, y, opts, 10, scaler=scaler)
         rates.append(hook.records)
     torch.testing.assert_close(rates[1], rates[0], rtol=1e-6, atol=0)
+    torch.testing.assert_close(rates[2], rates[0], rtol=1e-4, atol=0)  # fused Adam: other roundings
 
 
 def test_after_loading_the_optimizer_state_the_hook_still_sets_the_rate():
