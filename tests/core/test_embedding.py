@@ -75,6 +75,7 @@ def test_the_padded_filter_computes_the_unpadded_one():
     torch.testing.assert_close(grads, torch.autograd.grad(h.square().sum(), [x, *f.parameters()]))
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
 def test_the_filtered_encoding_computes_in_the_inputs_dtype(dtype):
     torch.manual_seed(0)

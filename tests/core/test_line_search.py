@@ -158,6 +158,7 @@ def test_the_gradient_direction_with_sgd():
     torch.testing.assert_close(hook.records[:, 1:3], torch.tensor(slopes, dtype=torch.float64), rtol=1e-5, atol=0)
 
 
+@pytest.mark.numerics
 def test_a_grad_scaler_gives_the_rates_of_the_unscaled_gradients():
     rates = []
     for enabled, fused in ((False, False), (True, False), (True, True)):  # a fused Adam unscales in its kernel

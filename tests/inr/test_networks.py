@@ -88,6 +88,7 @@ def test_layer_counts_and_widths_follow_the_repositories():
     assert siren.net[1].linear.weight.abs().max() <= math.sqrt(6 / 128) / 30 + 1e-7
 
 
+@pytest.mark.numerics
 def test_bacon_is_the_repositorys_sdf_network_and_band_limited():
     net = build_network(NetworkConfig(method="bacon", hidden_layers=8), 3, 1)
     assert net.output_layers == SDF_OUTPUT_LAYERS and len(net.filters) == 4  # equal bandwidths share a filter
