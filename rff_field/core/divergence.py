@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from rff_field.core.errors import TrainingDiverged
-
-if TYPE_CHECKING:
-    from rff_field.core.line_search import LineSearchConfig
+from rff_field.core.line_search import LineSearchConfig
 
 
 @torch.no_grad()
@@ -19,39 +17,26 @@ def nonfinite_counts(groups: Mapping[str, Iterable[Tensor]]) -> dict[str, int]:
     """Non-finite values per parameter group (one host synchronisation for all of them)."""
     groups = {name: list(params) for name, params in groups.items()}
     device = next((params[0].device for params in groups.values() if params), torch.device("cpu"))
-    counts = [
-        torch.stack([(~torch.isfinite(p)).sum().to(device) for p in params]).sum()
-        if params
-        else torch.zeros((), dtype=torch.long, device=device)
-        for params in groups.values()
-    ]
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    counts = [sum(((~torch.isfinite(p)).sum().to(device) for p in params), zero) for params in groups.values()]
     return dict(zip(groups, map(int, torch.stack(counts).tolist()))) if counts else {}
 
 
 def divergence_hints(
     lr: float, filter_lr: Optional[float], line_search: LineSearchConfig, lr_final: Optional[float] = None
 ) -> list[str]:
-    """What to try when a fit diverges: a lower ``--lr`` (and ``--lr-final``, where the rate decays to it) and, for a
-    filtered network (``filter_lr`` given), a lower bound for the filter's line search, or with the line search off a
-    lower ``--filter-lr`` (the values as set)."""
+    """What to try when a fit diverges: a lower ``--lr`` (and ``--lr-final``) and, for a filtered network
+    (``filter_lr`` given), a lower ``--line-search.lr-max``, or ``--filter-lr`` with the line search off."""
     hints = [f"a lower --lr (now {lr:g})" + (f" and --lr-final (now {lr_final:g})" if lr_final is not None else "")]
-    if filter_lr is None:
-        return hints
-    if line_search.enabled:
+    if filter_lr is not None and line_search.enabled:
         hints.append(f"a lower --line-search.lr-max (now {line_search.lr_max:g})")
-    else:
+    elif filter_lr is not None:
         hints.append(f"a lower --filter-lr (now {filter_lr:g})")
     return hints
 
 
-def divergence_message(
-    step: int,
-    loss: Optional[float],
-    counts: Mapping[str, int],
-    hints: Sequence[str],
-    kept: str,
-    first_loss: Optional[float] = None,
-) -> str:
+def divergence_message(step: int, loss: Optional[float], counts: Mapping[str, int], hints: Sequence[str], kept: str,
+                       first_loss: Optional[float] = None) -> str:  # fmt: skip
     """``training diverged at step N: <what>; try <hints>; <what was kept>``.
 
     Args:
@@ -68,10 +53,10 @@ def divergence_message(
     elif loss is not None:
         what.append(f"the loss is {loss}")
     bad = [f"{count:,} {name} parameters" for name, count in counts.items() if count]
-    if bad:
-        what.append(" and ".join(bad) + " are not finite")
-    found = "; ".join(what) or "non-finite values"
-    return f"training diverged at step {step}: {found}; try {' or '.join(hints)}; {kept}"
+    what += [" and ".join(bad) + " are not finite"] if bad else []
+    return (
+        f"training diverged at step {step}: {'; '.join(what) or 'non-finite values'}; try {' or '.join(hints)}; {kept}"
+    )
 
 
 # A loss this many times the first step's counts as diverged: a network whose outputs left the target's range
@@ -80,37 +65,19 @@ BLOWUP_FACTOR = 1e4
 
 
 class LastFiniteState:
-    """Checks a training every few steps, and keeps a copy of the model from the last check whose state is known to
-    be sound: finite parameters, and a finite loss at most ``blowup`` times the first step's.
-
-    The training loop records each step's loss on the device (no host synchronisation) and calls :meth:`check`
-    now and then (e.g. with its progress updates): one synchronisation then tells whether any recorded loss or any
-    parameter went non-finite, or a loss blew up. A copy taken at a check counts as sound once the next check has
-    seen the loss it gave (the first loss recorded after it). On divergence the model is put back to the latest
-    such copy (of step ``step``) and :class:`TrainingDiverged` says at which step (``diverged_at``), what went wrong
-    and what to try.
-
-    Args:
-        model: The network being trained.
-        groups: Its parameters by name, as the message should count them (e.g. ``{"filter": ..., "INR": ...}``).
-        hints: What to try, each a short clause naming an option and its value.
-        blowup: A loss more than this many times the first step's counts as diverged.
+    """Checks a training now and then (one synchronisation each) and keeps a copy of the model from the last check
+    known to be sound: finite parameters, and a finite loss at most ``blowup`` times the first step's (a copy counts
+    once the next check has seen the loss it gave). On divergence the model is put back to that copy (of step
+    ``step``) and :class:`TrainingDiverged` says at which step (``diverged_at``), what went wrong and what to try.
+    ``groups``: the parameters by name, as the message counts them; ``hints``: clauses naming an option and value.
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        groups: Mapping[str, Sequence[Tensor]],
-        hints: Sequence[str],
-        blowup: float = BLOWUP_FACTOR,
-    ) -> None:
-        self.model = model
-        self.groups = groups
-        self.hints = hints
-        self.blowup = blowup
+    def __init__(self, model: nn.Module, groups: Mapping[str, Sequence[Tensor]], hints: Sequence[str],
+                 blowup: float = BLOWUP_FACTOR) -> None:  # fmt: skip
+        self.model, self.groups, self.hints, self.blowup = model, groups, hints, blowup
         self.first_loss: Optional[Tensor] = None  # on the device
         self.diverged_at: Optional[int] = None
-        self.step = 0
+        self.step = 0  # of the copy in self.state
         self.state = self._copy()  # the copy of step `step`; the initial model when nothing finite was seen yet
         self._unseen_step, self._unseen_state = 0, self.state  # copied at the last check, its loss not yet seen
 
@@ -132,12 +99,7 @@ class LastFiniteState:
     @torch.no_grad()
     def check(self, step: int, losses: Tensor) -> None:
         """Raise :class:`TrainingDiverged` (after restoring the model) if a parameter or loss is not finite, or a loss
-        exceeds ``blowup`` times the first.
-
-        Args:
-            step: The step count so far (the losses are those of steps ``step - len(losses)`` .. ``step - 1``).
-            losses: The losses recorded since the last check, on the model's device.
-        """
+        exceeds ``blowup`` times the first; ``losses``: those of steps ``step - len(losses)`` .. ``step - 1``."""
         if self.first_loss is None and len(losses):
             self.first_loss = losses[0].clone()
         sound = torch.isfinite(losses)

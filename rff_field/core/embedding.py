@@ -1,14 +1,5 @@
 """One description of a (filtered) Fourier feature embedding, the one function that builds it, and the warning for
-frequencies that the sampled signal cannot hold.
-
-Band families of the positional encoding, with frequencies in cycles per unit of the input coordinates:
-
-* ``loglinear``: the paper's ``s^(i/N)``, i = 1..N (scale ``s``);
-* ``wire``: the WIRE repository's Nyquist-limited ``2^(k-1)``, k = 0..L-1, ``L = floor(log2(side / 4))`` for the
-  signal's longest side, for coordinates in [-1, 1], input always included;
-* ``pow2``: ``2^k``, k = 0..L-1 (nerfstudio's ``NeRFEncoding``);
-* ``nerf-pytorch``: ``2^k / (2 pi)``, i.e. features ``sin(2^k x)`` (nerf-pytorch's embedding).
-"""
+frequencies that the sampled signal cannot hold. Frequencies are in cycles per unit of the input coordinates."""
 
 from __future__ import annotations
 
@@ -35,7 +26,8 @@ class EmbeddingConfig:
     encoding: Literal["pe", "rff"] = "pe"
     """``pe``: bands on each axis; ``rff``: random Gaussian frequency vectors."""
     pe_bands: PEBands = "loglinear"
-    """Band family of the PE: the paper's ``loglinear``, ``wire``, ``pow2`` or ``nerf-pytorch``."""
+    """PE bands, k = 0..N-1: the paper's ``loglinear`` ``s^((k+1)/N)``; WIRE's Nyquist-limited ``wire`` ``2^(k-1)``
+    (N = floor(log2(side / 4)), coordinates in [-1, 1]); ``pow2`` ``2^k``; ``nerf-pytorch`` ``2^k / (2 pi)``."""
     num_frequencies: Optional[int] = None
     """PE: bands per input dimension; RFF: frequency vectors. None: 64 loglinear, 10 pow2 and nerf-pytorch, 128 RFF,
     wire from the signal's side."""
@@ -62,8 +54,7 @@ class EmbeddingConfig:
     """Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma`` (a named deviation)."""
 
     def check(self, prefix: str = "--embedding.") -> None:
-        """Raise :class:`UsageError` for values no embedding can be built with, naming the option as ``prefix`` +
-        the field name with dashes."""
+        """Raise :class:`UsageError` for values no embedding can be built with (options named ``prefix`` + field)."""
         for name, allowed in (("encoding", ("pe", "rff")), ("pe_bands", get_args(PEBands)),
                               ("filter_init", get_args(FilterInit))):  # fmt: skip
             if getattr(self, name) not in allowed:
@@ -73,12 +64,8 @@ class EmbeddingConfig:
                      positive=("pe_scale", "rff_sigma", "filter_init_gain"), prefix=prefix)  # fmt: skip
 
     def build(self, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
-        """A new encoding for ``in_dim`` input coordinates, filtered (with a new filter) when ``filtered``.
-
-        Args:
-            in_dim: Input coordinates.
-            sidelength: Samples along the signal's longest axis (the ``wire`` bands need it or ``num_frequencies``).
-        """
+        """A new encoding of ``in_dim`` coordinates, with a new filter when ``filtered``; ``sidelength``: samples
+        along the signal's longest axis (``wire`` bands need it or ``num_frequencies``)."""
         self.check()
         encoding = self.unfiltered(in_dim, sidelength)
         if not self.filtered:
@@ -94,13 +81,11 @@ class EmbeddingConfig:
             count = count or DEFAULT_NUM_FREQUENCIES["rff"]
             return RandomFourierEncoding(in_dim, count, self.rff_sigma, self.include_input, self.rff_seed)
         if self.pe_bands == "wire":
-            if count is None and sidelength is None:
-                raise UsageError("the wire PE bands need the signal's side length: give --embedding.num-frequencies")
             if count is None:
-                count = int(math.floor(math.log2(sidelength / 4))) if sidelength >= 4 else 0
+                count = int(math.log2(sidelength / 4)) if sidelength is not None and sidelength >= 8 else 0
             if count < 1:
-                raise UsageError(f"the signal's side of {sidelength} samples is too small for the wire PE bands (at "
-                                 "least 8): choose another --embedding.pe-bands")  # fmt: skip
+                raise UsageError(f"the wire PE bands need a signal side of at least 8 samples (got {sidelength}) or "
+                                 "--embedding.num-frequencies")  # fmt: skip
             return PositionalEncoding(in_dim, 2.0 ** (torch.arange(count, dtype=torch.float64) - 1), True)
         count = count or DEFAULT_NUM_FREQUENCIES[self.pe_bands]
         k = torch.arange(count, dtype=torch.float64)
@@ -118,14 +103,9 @@ def warn_if_aliased(
     prefix: str = "--embedding.",
 ) -> bool:
     """Warn (one line through logging) when most of the embedding's sine and cosine channels have a frequency above
-    the Nyquist limit of the signal's sample grid, ``samples / (2 extent)`` cycles per unit along each axis: the INR
-    is then fed features that vary faster than the samples can show, and fits noise. Returns whether it warned.
-
-    Args:
-        config: The embedding.
-        samples: Samples along each input axis, in the coordinates' order (for an image: width, height).
-        extent: The span of the coordinates along each axis (2 for [-1, 1]).
-        prefix: How the command line spells the embedding's options.
+    the Nyquist limit of the sample grid, ``samples / (2 extent)`` cycles per unit on some axis: the INR would fit
+    noise. ``samples``: per axis, in the coordinates' order (image: width, height); ``extent``: the coordinates'
+    span (2 for [-1, 1]); ``prefix``: how the command line spells the embedding's options. Returns whether it warned.
     """
     extents = [float(extent)] * len(samples) if isinstance(extent, (int, float)) else list(extent)
     limits = torch.tensor([n / (2 * e) for n, e in zip(samples, extents)], dtype=torch.float64)
@@ -136,9 +116,9 @@ def warn_if_aliased(
         return False
     pe_option = "pe-scale" if config.pe_bands == "loglinear" else "num-frequencies"
     option = prefix + ("rff-sigma" if config.encoding == "rff" else pe_option)
-    grid = "x".join(map(str, samples))
     logging.getLogger(__name__).warning(
-        f"{above} of the embedding's {len(vectors)} Fourier channels exceed the Nyquist limit of the {grid} sample "
+        f"{above} of the embedding's {len(vectors)} Fourier channels exceed the Nyquist limit of the "
+        f"{'x'.join(map(str, samples))} sample "
         f"grid ({', '.join(f'{limit:g}' for limit in limits.tolist())} cycles per unit): the fit will be noise; "
         f"lower {option}"
     )

@@ -33,12 +33,8 @@ except ImportError:
 
 
 class FourierEncoding(Encoding):
-    """``[v?, sin(2 pi B v), cos(2 pi B v)]`` for a fixed frequency matrix ``B`` (a buffer, saved in checkpoints).
-
-    Args:
-        frequencies: ``B``, one frequency vector per row (cycles per unit).
-        include_input: Prepend the raw coordinates to the features.
-    """
+    """``[v?, sin(2 pi B v), cos(2 pi B v)]`` for fixed ``frequencies`` ``B`` (one vector per row, cycles per unit; a
+    buffer, saved in checkpoints); ``include_input`` prepends the coordinates ``v``."""
 
     def __init__(self, frequencies: Float[Tensor, "num_frequencies in_dim"], include_input: bool = False) -> None:
         super().__init__(frequencies.shape[-1])
@@ -75,14 +71,7 @@ class FourierEncoding(Encoding):
 
 
 class PositionalEncoding(FourierEncoding):
-    """On-axis PE: every input dimension with every frequency. Features ``[v?, sin(all dims x all frequencies),
-    cos(...)]``, dimension-major.
-
-    Args:
-        in_dim: Number of input coordinates.
-        frequencies: The frequencies of one axis (cycles per unit).
-        include_input: Prepend the raw coordinates to the features.
-    """
+    """On-axis PE: every input dimension with each of ``frequencies`` (cycles per unit), dimension-major."""
 
     def __init__(self, in_dim: int, frequencies: Float[Tensor, " N"], include_input: bool = False) -> None:
         frequencies = torch.as_tensor(frequencies, dtype=torch.float32).flatten()
@@ -90,16 +79,8 @@ class PositionalEncoding(FourierEncoding):
 
 
 class RandomFourierEncoding(FourierEncoding):
-    """Random Fourier features (Tancik et al. 2020): ``B ~ N(0, sigma^2 I)``, drawn from ``seed`` (independent of the
-    global generator) and fixed after construction.
-
-    Args:
-        in_dim: Number of input coordinates.
-        num_frequencies: Number of frequency vectors (twice as many features).
-        sigma: Standard deviation of the frequencies (cycles per unit).
-        include_input: Prepend the raw coordinates to the features.
-        seed: Seed of the frequencies.
-    """
+    """Random Fourier features (Tancik et al. 2020): ``num_frequencies`` vectors ``B ~ N(0, sigma^2 I)`` drawn from
+    ``seed`` (not the global generator), fixed after construction."""
 
     def __init__(
         self, in_dim: int, num_frequencies: int, sigma: float, include_input: bool = False, seed: int = 0

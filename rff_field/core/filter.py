@@ -1,9 +1,5 @@
-"""The adaptive linear filter: a bias-free ReLU MLP ``f`` applied to a Fourier feature embedding, and its own
-optimizer group.
-
-Without biases ``f`` is positively homogeneous, ``f(a x) = a f(x)`` for ``a >= 0``, and piecewise linear with no
-offset, ``f(x) = A_x x`` (Mohan et al. 2019). The INR is fed ``f(gamma(v)) * gamma(v)``.
-"""
+"""The adaptive linear filter, a bias-free ReLU MLP ``f`` (positively homogeneous and ``f(x) = A_x x``, Mohan et al.
+2019): the INR is fed ``f(gamma(v)) * gamma(v)``. The filter's parameters form their own optimizer group."""
 
 from __future__ import annotations
 
@@ -19,10 +15,8 @@ from rff_field.core.errors import UsageError
 
 # Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
-FILTER_GROUP = "filter"
-"""Name of the optimizer group holding the filter's parameters."""
-INR_GROUP = "inr"
-"""Name of the optimizer group holding every other trainable parameter."""
+FILTER_GROUP, INR_GROUP = "filter", "inr"
+"""Names of the optimizer groups of the filter's parameters and of all others."""
 
 FilterInit = Literal["default", "scaled", "identity", "orthogonal"]
 
@@ -30,14 +24,9 @@ FilterInit = Literal["default", "scaled", "identity", "orthogonal"]
 class BiasFreeFilter(nn.Module):
     """``num_layers`` linear maps ``dim -> dim`` with ReLU between them and none after the last.
 
-    Computes in its input's floating-point dtype (the weights are cast), at the next multiple of
-    :data:`PAD_MULTIPLE` channels: the zero-padded hidden units are ``relu(0) = 0`` and get no gradient, so outputs
-    and gradients are those of width ``dim``.
-
-    Args:
-        dim: Width of the embedding being filtered (D).
-        num_layers: Number of linear layers.
-        bias: Give the linear layers biases (ablation only: it breaks the filter's linearity).
+    Computes in its input's dtype (the weights are cast), at the next multiple of :data:`PAD_MULTIPLE` channels:
+    the zero-padded units are ``relu(0) = 0`` and get no gradient, so outputs and gradients are those of width
+    ``dim``. ``bias``: the ablation only (it breaks the filter's linearity).
     """
 
     def __init__(self, dim: int, num_layers: int = 3, bias: bool = False) -> None:
@@ -60,14 +49,8 @@ class BiasFreeFilter(nn.Module):
 
 
 class FilteredEncoding(Encoding):
-    """``f(gamma(x)) * gamma(x)`` for an encoding ``gamma`` and a :class:`BiasFreeFilter` ``f`` (``.filter``).
-
-    Args:
-        encoding: The Fourier feature embedding to filter.
-        num_layers: Linear layers in the filter.
-        bias: Filter with biases (ablation only).
-        residual: Return ``(1 + f(gamma)) * gamma`` instead, which starts near ``gamma`` (a named deviation).
-    """
+    """``f(gamma(x)) * gamma(x)`` for an encoding ``gamma`` and a :class:`BiasFreeFilter` ``f`` (``.filter``);
+    ``residual``: ``(1 + f(gamma)) * gamma`` instead, which starts near ``gamma`` (a named deviation)."""
 
     def __init__(self, encoding: Encoding, num_layers: int = 3, bias: bool = False, residual: bool = False) -> None:
         super().__init__(encoding.in_dim)

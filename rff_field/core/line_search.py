@@ -1,8 +1,6 @@
-"""The filter's learning rate, set every step by the paper's line search (docs/method.md gives the rule exactly).
+"""The filter's learning rate, set every step by the paper's line search (docs/method.md states the rule).
 
-:func:`filter_step_size` is the rule, on tensors. :class:`FilterLineSearch` computes its inputs, the slopes of the
-loss along each group's optimizer step, from an optimizer step pre-hook (after backward, before any optimizer of
-the step has changed a parameter or its state) and sets the filter group's rate without reading a value on the host.
+:func:`filter_step_size` is the rule, on tensors; :class:`FilterLineSearch` feeds it from an optimizer step pre-hook.
 """
 
 from __future__ import annotations
@@ -15,16 +13,16 @@ from typing import Callable, Iterable, Literal, NamedTuple, Optional, Sequence, 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
+from torch.amp.grad_scaler import OptState
 from torch.optim import Optimizer
 
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import FILTER_GROUP
 
 RECORD_FIELDS = ("loss", "d_filter", "lr_d_inr", "lr")
-"""The columns of :attr:`FilterLineSearch.records`: the rule's inputs (``lr_d_inr``: the sum over the INR's groups
-of rate times slope) and the rate it set."""
-COMPILED_SHAPES_PER_PROCESS = 64
-"""Network shapes the fused line search compiles for in one process (torch's default limit is 8)."""
+"""Columns of :attr:`FilterLineSearch.records`: the rule's inputs (``lr_d_inr``: rate times slope summed over the
+INR's groups) and the rate it set."""
+COMPILED_SHAPES_PER_PROCESS = 64  # network shapes the fused line search compiles for (torch's default limit: 8)
 
 
 @dataclass
@@ -57,17 +55,10 @@ class LineSearchConfig:
             raise UsageError(f"{prefix}lr-min ({self.lr_min:g}) must not exceed {prefix}lr-max ({self.lr_max:g})")
 
 
-def filter_step_size(
-    loss: Tensor, d_filter: Tensor, lr_d_inr: Tensor, lr_min: float, lr_max: float, eps: float
-) -> Tensor:
-    """The filter's rate from float64 tensors (elementwise, no host read): ``lr_min`` for any non-finite input.
-
-    Args:
-        loss: This step's loss.
-        d_filter: Slope of the loss along the filter's update per unit rate (< 0 for descent).
-        lr_d_inr: The INR's rate times the slope along its update.
-        lr_min, lr_max, eps: The bounds and the rule's epsilon.
-    """
+def filter_step_size(loss: Tensor, d_filter: Tensor, lr_d_inr: Tensor, lr_min: float, lr_max: float, eps: float
+                     ) -> Tensor:  # fmt: skip
+    """The filter's rate from float64 tensors, elementwise: ``loss``, the slope ``d_filter`` of the loss along the
+    filter's update per unit rate, and the INR's rate times its slope. ``lr_min`` for any non-finite input."""
     k = -d_filter + eps  # the next loss modelled as b - k * rate
     b = loss + lr_d_inr
     crossing = torch.where(k == 0, lr_max, (b / k).abs().clamp(lr_min, lr_max))
@@ -81,21 +72,19 @@ def filter_step_size(
 
 
 class GroupTensors(NamedTuple):
-    """One parameter group's tensors that its slope depends on: what the compiled arithmetic takes as input."""
+    """What a parameter group's slope depends on (tensors and numbers only: the compiled function's inputs)."""
 
     grads: list[Tensor]
     params: list[Tensor]
-    adam: Optional[tuple[float, float, float, float, bool]]
-    """``(beta1, beta2, eps, weight_decay, decoupled)``; None: the direction is ``-grad``."""
-    moments: Optional[tuple[list[Tensor], list[Tensor], Optional[list[Tensor]]]]
-    """Adam's ``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq`` (zeros before its first step)."""
+    adam: Optional[tuple[float, float, float, float, bool]]  # beta1, beta2, eps, weight_decay, decoupled
+    moments: Optional[tuple[list[Tensor], list[Tensor], Optional[list[Tensor]]]]  # exp_avg, exp_avg_sq, max_...
     steps: list[Tensor]
     unscale: Optional[Tensor]
 
 
 def group_slope(group: GroupTensors) -> Tensor:
-    """``g . p`` summed over the group in float64: ``g`` the loss's gradient, ``p`` the optimizer's update per unit
-    rate (Adam's with its moments advanced by ``g`` on copies, the optimizer's state untouched)."""
+    """``g . p`` in float64: ``g`` the loss's gradient, ``p`` the update per unit rate (``-g``, or Adam's with its
+    moments advanced by ``g`` on copies)."""
     grads = group.grads if group.unscale is None else torch._foreach_mul(group.grads, group.unscale)
     if group.adam is None:
         products = torch._foreach_neg(torch._foreach_mul(grads, grads))
@@ -110,41 +99,22 @@ def group_slope(group: GroupTensors) -> Tensor:
         if max_exp_avg_sqs is not None:
             torch._foreach_maximum_(v, max_exp_avg_sqs)
         steps = torch._foreach_add([step.double() for step in group.steps], 1)  # float32 loses 1 - 0.999**t
-        for beta, moment in ((beta1, m), (beta2, v)):
-            correction = torch._foreach_pow(beta, steps)
-            torch._foreach_neg_(correction)
-            torch._foreach_add_(correction, 1)
-            torch._foreach_div_(moment, correction)
+        for beta, moment in ((beta1, m), (beta2, v)):  # bias corrections 1 - beta**step
+            torch._foreach_div_(moment, torch._foreach_add(torch._foreach_mul(torch._foreach_pow(beta, steps), -1), 1))
         torch._foreach_sqrt_(v)
         torch._foreach_add_(v, eps)
-        direction = torch._foreach_div(m, v)
-        torch._foreach_neg_(direction)
+        direction = torch._foreach_div(torch._foreach_neg(m), v)
         if weight_decay and decoupled:
             torch._foreach_add_(direction, group.params, alpha=-weight_decay)
         products = torch._foreach_mul(grads, direction)
     return torch.stack([product.sum(dtype=torch.float64) for product in products]).sum()
 
 
-def line_search_row(
-    loss: Tensor,
-    filter_groups: Sequence[GroupTensors],
-    inr_groups: Sequence[GroupTensors],
-    inr_lrs: Sequence[Tensor],
-    lr_min: float,
-    lr_max: float,
-    eps: float,
-    clip_factor: Optional[Tensor],
-) -> Float[Tensor, " 4"]:
-    """One step's :data:`RECORD_FIELDS`: the part of the line search that ``fused`` compiles.
-
-    Args:
-        loss: This step's loss, float64 on the parameters' device.
-        filter_groups, inr_groups: The groups' tensors (groups without gradients left out).
-        inr_lrs: The rate of each INR group, float64 tensors.
-        lr_min, lr_max, eps: As in :class:`LineSearchConfig`.
-        clip_factor: The factor by which the gradients were clipped since backward, if any: the slopes divide by
-            it, so that they are the loss's own gradient along the clipped steps.
-    """
+def line_search_row(loss: Tensor, filter_groups: Sequence[GroupTensors], inr_groups: Sequence[GroupTensors],
+                    inr_lrs: Sequence[Tensor], lr_min: float, lr_max: float, eps: float, clip_factor: Optional[Tensor]
+                    ) -> Float[Tensor, " 4"]:  # fmt: skip
+    """One step's :data:`RECORD_FIELDS` (what ``fused`` compiles). The slopes divide by the factor of a clipping
+    since backward: the loss's own gradient along the clipped steps."""
     d_filter, lr_d_inr = loss.new_zeros(()), loss.new_zeros(())
     for group in filter_groups:
         d_filter = d_filter + group_slope(group)
@@ -159,9 +129,8 @@ def _at_least_float32(tensor: Tensor) -> Tensor:
     return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
 
 
-def group_tensors(
-    optimizer: Optimizer, group: dict, direction: str, unscale: Optional[Tensor], only: Optional[set[int]] = None
-) -> Optional[GroupTensors]:
+def group_tensors(optimizer: Optimizer, group: dict, direction: str, unscale: Optional[Tensor],
+                  only: Optional[set[int]] = None) -> Optional[GroupTensors]:  # fmt: skip
     """The tensors of ``group``'s parameters that have a gradient (and are in ``only``); None when there are none."""
     params = [p for p in group["params"] if p.grad is not None and (only is None or id(p) in only)]
     if not params:
@@ -183,20 +152,18 @@ def group_tensors(
 
 
 class FilterLineSearch:
-    """Sets the learning rate of the filter's parameter group before every optimizer step, by :func:`filter_step_size`.
+    """Sets the filter groups' learning rate before every optimizer step, by :func:`filter_step_size`.
 
-    Hooks every given optimizer (``register_step_pre_hook``). At the first hook of a training step it reads the
-    step's loss and the gradients (unscaled under a ``GradScaler``), computes the slopes of the loss along the
-    filter's and the INR's updates (``sum_g lr_g * d_g`` over the INR's groups) and sets the filter groups' rate.
-    Nothing is read on the host after the first step, which refuses a negative loss: the rate is a tensor on the
-    parameters' device that the optimizer reads (an Adam group on a GPU becomes ``capturable``, the form in which it
-    takes a tensor rate without a synchronisation), and every step's row of :data:`RECORD_FIELDS` stays on the
-    device in :attr:`records`. Under ``torch.distributed`` the loss is averaged across processes, so that every
-    process sets the same rate. Loading an optimizer's state keeps the line search in charge.
+    Hooks every given optimizer (``register_step_pre_hook``; loading an optimizer's state keeps it in charge). At the
+    first hook of a training step it takes the step's loss (averaged across processes under ``torch.distributed``)
+    and the gradients (unscaled under a ``GradScaler``), and sets the rate from the slopes of the loss along the
+    filter's and the INR's updates. After the first step, which refuses a negative loss, nothing is read on the host:
+    the rate is a tensor on the device that the optimizer reads (on a GPU an Adam group becomes ``capturable``), and
+    every step's row of :data:`RECORD_FIELDS` stays in :attr:`records`.
 
     Args:
         filter_params: The filter's parameters; they must fill parameter groups of their own.
-        inr_params: The INR's parameters (default: every other parameter of the optimizers).
+        inr_params: The INR's parameters (None: every other parameter of the optimizers).
         optimizers: The optimizer(s) holding those parameters; any order of stepping.
         loss_fn: Returns this step's training loss, whose gradients the step applies.
         config: The rule's options.
@@ -217,8 +184,6 @@ class FilterLineSearch:
         self.optimizers = list(dict.fromkeys([optimizers] if isinstance(optimizers, Optimizer) else optimizers))
         self.loss_fn, self.grad_scaler = loss_fn, grad_scaler
         self._filter_ids = {id(p) for p in filter_params}
-        if not self._filter_ids:
-            raise UsageError("FilterLineSearch needs the filter's parameters, got none")
         every = [p for opt in self.optimizers for group in opt.param_groups for p in group["params"]]
         inr_params = every if inr_params is None else inr_params
         self._inr_ids = {id(p) for p in inr_params} - self._filter_ids
@@ -226,13 +191,10 @@ class FilterLineSearch:
         self._find_groups()
         self._device = self._filter_groups[0][1]["params"][0].device
         self._records = torch.zeros(64, len(RECORD_FIELDS), dtype=torch.float64, device=self._device)
-        self._steps = 0
-        self._step_key: object = None
-        self._stepped: set[int] = set()
+        self._steps, self._step_key, self._stepped = 0, None, set()
         self._clip: Optional[tuple[Tensor, list[tuple[weakref.ref, int]]]] = None
         self._compiled_row = torch.compile(line_search_row, fullgraph=True, dynamic=False) if config.fused else None
-        self.compiled = False
-        """Whether the rule's arithmetic ran compiled (``fused`` and the compiler worked)."""
+        self.compiled = False  # whether the rule's arithmetic ran compiled (fused, and the compiler worked)
         self._handles = [opt.register_step_pre_hook(self._pre_step) for opt in self.optimizers]
         self._handles += [opt.register_load_state_dict_post_hook(lambda _: self._find_groups())
                           for opt in self.optimizers]  # fmt: skip
@@ -252,9 +214,9 @@ class FilterLineSearch:
                 if ids & (self._filter_ids | self._inr_ids):
                     (self._filter_groups if ids & self._filter_ids else self._inr_groups).append((opt, group))
                 found |= ids
-        if not self._filter_ids <= found:
-            raise UsageError("the filter's parameters are not all held by the given optimizers (pass only trained "
-                             "ones, as split_filter_parameters gives them)")  # fmt: skip
+        if not self._filter_ids or not self._filter_ids <= found:
+            raise UsageError("the line search needs the filter's parameters, all held by the given optimizers (the "
+                             "trained ones, as split_filter_parameters gives them)")  # fmt: skip
         self._rates = [tensor_learning_rate(opt, group) for opt, group in self._filter_groups]
 
     def remove(self) -> None:
@@ -276,9 +238,8 @@ class FilterLineSearch:
         return dict(zip(RECORD_FIELDS, self.records[step].tolist())) if self._steps else {}
 
     def clip_grad_norm_(self, max_norm: float) -> Tensor:
-        """``torch.nn.utils.clip_grad_norm_`` of the filter's and the INR's gradients, for the coming step: the
-        optimizer steps with the clipped gradients, and the rule's slopes divide by the clipping factor (its linear
-        model needs the loss's own gradient). Returns the norm before clipping."""
+        """``torch.nn.utils.clip_grad_norm_`` of the filter's and the INR's gradients; the coming step's slopes divide
+        by the clipping factor (the rule's model needs the loss's own gradient). Returns the norm before clipping."""
         total = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
         factor = (max_norm / (total.double() + 1e-6)).clamp(max=1.0).to(self._device)  # torch's own factor
         self._clip = (factor, [(weakref.ref(p.grad), p.grad._version) for p in self._params if p.grad is not None])
@@ -289,8 +250,7 @@ class FilterLineSearch:
             raise UsageError("the line search reads the step's loss and gradients: call backward yourself and step "
                              "without a closure")  # fmt: skip
         loss = self.loss_fn()
-        # A new step starts when the loss changes (a tensor is known by its storage and version) or an optimizer
-        # steps a second time.
+        # a new step: another loss (a tensor known by its storage and version), or an optimizer steps again
         key = (loss.untyped_storage().data_ptr(), loss.storage_offset(), loss._version) if isinstance(loss, Tensor) \
             else float(loss)  # fmt: skip
         if key != self._step_key or id(optimizer) in self._stepped:
@@ -300,17 +260,11 @@ class FilterLineSearch:
 
     def _inverse_scale(self, optimizer: Optimizer) -> Optional[Tensor]:
         """The factor that unscales ``optimizer``'s gradients, a tensor on the device (None: not scaled)."""
-        fused_scale = getattr(optimizer, "grad_scale", None)  # GradScaler.step gives a fused optimizer its scale
-        if isinstance(fused_scale, Tensor):
-            return fused_scale.double().reciprocal().float()
+        scale = getattr(optimizer, "grad_scale", None)  # GradScaler.step gives a fused optimizer its scale
         scaler = self.grad_scaler
-        if scaler is None or not scaler.is_enabled():
-            return None
-        from torch.amp.grad_scaler import OptState
-
-        if scaler._per_optimizer_states[id(optimizer)]["stage"] is OptState.UNSCALED:
-            return None
-        scale = scaler._get_scale_async()  # the tensor itself; get_scale() would read it on the host
+        if scale is None and scaler is not None and scaler.is_enabled():
+            unscaled = scaler._per_optimizer_states[id(optimizer)]["stage"] is OptState.UNSCALED
+            scale = None if unscaled else scaler._get_scale_async()  # a tensor; get_scale() reads it on the host
         return None if scale is None else scale.double().reciprocal().float()
 
     def _set_rate(self, loss: Union[Tensor, float]) -> None:
@@ -319,23 +273,24 @@ class FilterLineSearch:
             raise UsageError(f"the line search's loss_fn must return the step's scalar loss, got {tuple(loss.shape)}")
         loss = loss.reshape(())
         if torch.distributed.is_available() and torch.distributed.is_initialized():
-            if torch.distributed.get_world_size() > 1:
-                on_gpu = torch.distributed.get_backend() == "nccl"
-                loss = loss.to("cuda" if on_gpu else "cpu", copy=True)
-                torch.distributed.all_reduce(loss)
-                loss = loss.to(self._device) / torch.distributed.get_world_size()
+            loss = loss.to("cuda" if torch.distributed.get_backend() == "nccl" else "cpu", copy=True)
+            torch.distributed.all_reduce(loss)
+            loss = loss.to(self._device) / torch.distributed.get_world_size()
         if self._steps == 0 and float(loss) < 0:  # the one host read: the rule models where the loss reaches zero
             raise UsageError(f"the line search needs a loss >= 0 (it models where the loss reaches zero), got "
                              f"{float(loss):g}: do not subtract a constant from the loss")  # fmt: skip
-        direction = self.config.direction
-        filter_groups = [group_tensors(opt, g, direction, self._inverse_scale(opt)) for opt, g in self._filter_groups]
-        inr = [(group_tensors(opt, g, direction, self._inverse_scale(opt), self._inr_ids), g["lr"])
-               for opt, g in self._inr_groups]  # fmt: skip
-        inr = [(group, lr) for group, lr in inr if group is not None]
+        config, clip, self._clip = self.config, self._clip, None
+        if clip is not None and not all(ref() is not None and ref()._version == v for ref, v in clip[1]):
+            clip = None  # the gradients are no longer those it clipped
+        groups = [(group_tensors(opt, g, config.direction, self._inverse_scale(opt), ids), g["lr"])
+                  for groups, ids in ((self._filter_groups, None), (self._inr_groups, self._inr_ids))
+                  for opt, g in groups]  # fmt: skip
+        filter_groups = [t for t, _ in groups[: len(self._filter_groups)] if t is not None]
+        inr = [(t, lr) for t, lr in groups[len(self._filter_groups) :] if t is not None]
         inr_lrs = [lr.to(self._device, torch.float64) if isinstance(lr, Tensor)
                    else torch.full((), lr, dtype=torch.float64, device=self._device) for _, lr in inr]  # fmt: skip
-        args = (loss, [g for g in filter_groups if g is not None], [g for g, _ in inr], inr_lrs,
-                self.config.lr_min, self.config.lr_max, self.config.eps, self._take_clip_factor())  # fmt: skip
+        args = (loss, filter_groups, [t for t, _ in inr], inr_lrs, config.lr_min, config.lr_max, config.eps,
+                None if clip is None else clip[0])  # fmt: skip
         with torch.no_grad():
             row = self._compiled_row_or_fallback(*args) if self._compiled_row is not None else line_search_row(*args)
         for rate in self._rates:
@@ -346,13 +301,6 @@ class FilterLineSearch:
             self._records = torch.cat([self._records, torch.zeros_like(self._records)])
         self._records[self._steps] = row
         self._steps += 1
-
-    def _take_clip_factor(self) -> Optional[Tensor]:
-        """The factor of the last :meth:`clip_grad_norm_` if the gradients are still the ones it clipped."""
-        clip, self._clip = self._clip, None
-        if clip is None or not all(ref() is not None and ref()._version == version for ref, version in clip[1]):
-            return None
-        return clip[0]
 
     def _compiled_row_or_fallback(self, *args) -> Tensor:
         if self.compiled:
@@ -372,12 +320,8 @@ class FilterLineSearch:
 
 def tensor_learning_rate(optimizer: Optimizer, group: dict) -> Tensor:
     """Give ``group`` a tensor learning rate on its parameters' device, which the optimizer reads without a host
-    synchronisation, and return it (set its value in place).
-
-    float64 on the CPU, where Adam then computes exactly what it computes with a float; float32 where Adam's fused
-    or capturable kernels read it on a GPU. On a GPU an Adam group becomes ``capturable`` (its step counts move to
-    the device); on the CPU, Adam runs its single-tensor path, which takes a tensor rate.
-    """
+    synchronisation, and return it (to be set in place): float64 on the CPU, where Adam then computes what it does
+    with a float; float32 on a GPU, where an Adam group becomes ``capturable`` to take it."""
     device, fused = group["params"][0].device, bool(group.get("fused"))
     dtype = torch.float64 if device.type == "cpu" and not fused else torch.float32
     rate = torch.as_tensor(group["lr"], dtype=dtype).detach().clone().to(device)
@@ -401,16 +345,8 @@ def attach_line_search(
     inr_params: Optional[Sequence[nn.Parameter]] = None,
     grad_scaler: Optional[torch.amp.GradScaler] = None,
 ) -> Optional[FilterLineSearch]:
-    """Hook the line search into ``optimizers`` when ``config.enabled`` and there is a filter; else None.
-
-    Args:
-        config: The rule's options.
-        optimizers: The optimizer(s) holding the filter's and the INR's parameters.
-        loss_fn: Returns this step's training loss.
-        filter_params: The filter's parameters (default: those of the groups named ``filter``).
-        inr_params: The other parameters the step updates (default: every parameter of the other groups).
-        grad_scaler: The ``GradScaler`` of mixed-precision training, if any.
-    """
+    """A :class:`FilterLineSearch` when ``config.enabled`` and there is a filter (default: the parameters of the
+    groups named ``filter``), else None."""
     optimizers = [optimizers] if isinstance(optimizers, Optimizer) else list(optimizers)
     groups = [group for optimizer in optimizers for group in optimizer.param_groups]
     if filter_params is None:

@@ -1,14 +1,9 @@
-"""SAPE (Hertz et al. 2021): spatially-adaptive progressive encoding, the paper's closest prior method.
+"""SAPE (Hertz et al. 2021): spatially-adaptive progressive encoding, the paper's closest prior method (2D only).
 
-A ReLU MLP on ``[v, mask(v) * gamma(v)]``. The Fourier features are revealed one frequency block at a time, lowest
-frequency first, separately in each cell of a ``res x res`` grid over [-1, 1]^2: every ``T / (2 * blocks)``
-iterations, the cells whose recent (box-blurred) reconstruction error is still above ``epsilon`` get the next
-block; a cell that has converged keeps its frequencies from then on. The mask of a point is the cell mask
-blurred with a box of ``k`` cells and interpolated bilinearly, as in the authors' ``SpatialControllerStashed``
-(with nearest-cell error accumulation instead of bilinear splatting). Hard 0/1 reveals, Adam, no schedule in the
-original; here the training loop is the image protocol's.
-
-Only 2D inputs (images).
+A ReLU MLP on ``[v, mask(v) * gamma(v)]``: in each cell of a ``res x res`` grid over [-1, 1]^2, frequency blocks are
+revealed lowest first, every ``T / (2 * blocks)`` iterations while the cell's (box-blurred) error stays above
+``epsilon``. The mask is the cell mask box-blurred and interpolated bilinearly, as in the authors'
+``SpatialControllerStashed`` (errors accumulate in the nearest cell instead of bilinear splatting).
 """
 
 from __future__ import annotations
