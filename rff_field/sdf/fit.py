@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from rff_field.common.mesh import marching_cubes, sample_grid, write_mesh
 from rff_field.common.outputs import write_json, write_torch
 from rff_field.core.embedding import EmbeddingConfig
-from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
+from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.core.filter import split_filter_parameters
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
 from rff_field.fit.loop import FitTask, TrainConfig, train
@@ -88,12 +88,18 @@ class SDFFitConfig:
         """Raise :class:`UsageError` for options that cannot work, before any long work."""
         self.network.resolved().check()
         self.train.check()
-        check_fields(self, positive_int=("points_per_step", "resolution"))
-        if self.points_per_step < 2 or self.resolution < 8:
-            raise UsageError("--points-per-step must be at least 2 and --resolution at least 8")
+        if self.points_per_step < 2:
+            raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")
+        check_resolution(self.resolution)
 
     def lr(self) -> float:
         return self.train.lr if self.train.lr is not None else DEFAULT_LR.get(self.network.method, 1e-3)
+
+
+def check_resolution(resolution: int) -> None:
+    """Raise :class:`UsageError` for a marching-cubes grid that cannot show a shape."""
+    if resolution < 8:
+        raise UsageError(f"--resolution must be at least 8, got {resolution}")
 
 
 class SDFTask(FitTask):
