@@ -1,11 +1,12 @@
-"""A finished fit's network, rebuilt from the settings file and the weights (``model.pt``) in its folder."""
+"""A finished fit's network, rebuilt from the ``metrics.json`` and the weights (``model.pt``) in its folder."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import pickle
+import typing
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 import torch
 from torch import nn
@@ -14,36 +15,45 @@ from rff_field.core.errors import UsageError
 
 WEIGHTS_FILE = "model.pt"
 """The trained network's ``state_dict`` in a finished fit's folder."""
+Config = TypeVar("Config")
 
 
-def load_trained_network(
-    folder: Path, settings_file: str, build: Callable[[dict], nn.Module], command: str, no_weights: str
-) -> tuple[nn.Module, dict]:
-    """The network that ``build`` makes from the folder's settings (a JSON file), with the folder's weights, in eval
-    mode on the CPU, and the settings. ``no_weights`` says why a fit may have no weights and what to do.
+def config_from_dict(kind: type[Config], data: dict) -> Config:
+    """The dataclass ``kind`` from its ``dataclasses.asdict`` (nested dataclasses rebuilt, lists as tuples where the
+    field is a tuple)."""
+    hints = typing.get_type_hints(kind)
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(kind):  # type: ignore[arg-type]
+        if field.name not in data:
+            continue
+        value, hint = data[field.name], hints[field.name]
+        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+            value = config_from_dict(hint, value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[field.name] = value
+    return kind(**values)
+
+
+def load_trained_network(folder: Path, build: Callable[[dict], nn.Module], command: str) -> tuple[nn.Module, dict]:
+    """The network ``build`` makes from the folder's metrics, with the folder's weights, in eval mode on the CPU, and
+    the metrics.
 
     Raises:
-        UsageError: If the folder is not a finished fit of ``command`` with its weights, the network cannot be
-            rebuilt from them, or its weights are not finite (a diverged fit).
+        UsageError: If the folder is not a finished fit of ``command`` with its weights, or the fit diverged.
     """
     folder = Path(folder)
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise UsageError(f"{folder} {what}; give the --out folder of a finished `{command}`")
-    missing = [name for name in (settings_file, WEIGHTS_FILE) if not (folder / name).is_file()]
-    if missing == [WEIGHTS_FILE]:
-        raise UsageError(f"{folder} holds a fit without its weights ({WEIGHTS_FILE}): {no_weights}")
-    if missing:
-        raise UsageError(f"{folder} has no {' or '.join(missing)}: not a finished fit with its weights; give the "
-                         f"--out folder of a finished `{command}` (or a benchmark's run folder)")  # fmt: skip
+    if not (folder / "metrics.json").is_file() or not (folder / WEIGHTS_FILE).is_file():
+        raise UsageError(f"{folder} holds no finished fit (metrics.json and {WEIGHTS_FILE}); give the --out folder "
+                         f"of a `{command}`")  # fmt: skip
     try:
-        settings = json.loads((folder / settings_file).read_text())
-        network = build(settings)
+        metrics = json.loads((folder / "metrics.json").read_text())
+        network = build(metrics)
         network.load_state_dict(torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True))
-    except (ValueError, KeyError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UsageError(f"cannot rebuild the network of {folder} from its {settings_file} and {WEIGHTS_FILE} "
-                         f"({reason}); fit it again with this version (--overwrite)") from None  # fmt: skip
-    if not all(torch.isfinite(parameter).all() for parameter in network.parameters()):
-        raise UsageError(f"the weights in {folder} hold non-finite values: its training diverged; fit it again")
-    return network.eval(), settings
+    except (ValueError, KeyError, TypeError, RuntimeError, EOFError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"cannot rebuild the network in {folder} ({reason}); fit it again with --overwrite") from None
+    if metrics.get("diverged"):
+        raise UsageError(f"{folder} holds a fit that diverged (its network is of the last finite step, not trained); "
+                         "fit it again with the hints in its metrics.json")  # fmt: skip
+    return network.eval(), metrics
