@@ -3,73 +3,65 @@
 Subcommands:
     fit    one network on one shape: mesh.ply (in the shape's own coordinates), render.png, model.pt, metrics.json
     mesh   a finished fit's mesh again, e.g. on a finer grid
-    bench  several networks on several shapes, one protocol: results.json, results.md
+    bench  variants x shapes, one folder per job: results.json and results.md
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Sequence, Union
 
 import tyro
 
 from rff_field.cli.common import run_command
+from rff_field.common.options import Flat
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.fit import SDFFitConfig
-
-Flat = tyro.conf.arg(name="")
-
-
-def check_out_folder(out: Path, overwrite: bool) -> None:
-    """Refuse an ``--out`` that holds anything but a resumable fit (its checkpoint and outputs) unless
-    ``overwrite``, which removes the earlier fit's files."""
-    from rff_field.sdf.fit import OUTPUT_FILES
-
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file; give a folder")
-    present = {path.name for path in out.iterdir()} if out.is_dir() else set()
-    resumable = "checkpoint.pt" in present and present <= set(OUTPUT_FILES)
-    if present and not resumable and not overwrite:
-        raise UsageError(f"--out {out} is not empty; choose another folder or pass --overwrite")
-    for name in OUTPUT_FILES if overwrite else ():
-        (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
 
 
 @dataclass
 class Fit:
-    """Fit the SDF of one watertight mesh and write into --out: mesh.ply (marching cubes, in the mesh's own
-    coordinates), render.png (the fit beside the mesh), model.pt and metrics.json (measured in BACON's unit space)."""
+    """Fit the SDF of one watertight mesh; write mesh.ply (marching cubes, in the mesh's own coordinates),
+    render.png (the fit beside the mesh, from two sides), model.pt and metrics.json (Chamfer distance, normal
+    consistency and F-score in BACON's unit space, where the shape spans [-0.45, 0.45]) into --out.
+
+    Defaults follow the BACON repository's SDF experiments (200,000 steps there, 2,000 here). Stopped by Ctrl-C or
+    --time-budget, the same command goes on from its checkpoint.
+    """
 
     mesh: Optional[Path] = None
     """The shape: a watertight PLY, OBJ, OFF or STL mesh; default: a generated bumpy sphere."""
     out: Path = Path("outputs/sdf")
-    """Output folder: empty, absent, or holding an interrupted fit with these settings (which resumes)."""
-    fit: Annotated[SDFFitConfig, Flat] = field(default_factory=SDFFitConfig)
+    """Output folder."""
     fill_holes: bool = False
     """Close the mesh's holes (open3d's fill_holes) before checking that it is watertight."""
     overwrite: bool = False
-    """Replace the fit in a non-empty --out."""
+    """Replace the fit already in --out."""
     progress: bool = True
     """Show progress bars."""
+    config: Annotated[SDFFitConfig, Flat] = field(default_factory=SDFFitConfig)
 
     def main(self) -> dict:
+        """Fit, mesh, measure, write and print a one-line summary; returns the metrics."""
         from rff_field.sdf.data import load_mesh
-        from rff_field.sdf.fit import fit_shape
+        from rff_field.sdf.fit import check_out, fit_shape
 
-        self.fit.check()
+        self.config.check()
         if self.mesh is not None:
             load_mesh(self.mesh, self.fill_holes)  # a bad mesh fails before --out is touched
-        check_out_folder(self.out, self.overwrite)
-        record = fit_shape(self.fit, self.mesh, self.out, self.fill_holes, self.progress)
-        if "stopped" in record:
-            print(f"{record['stopped']}; the same command goes on")
+        check_out(self.out, self.overwrite)
+        metrics = fit_shape(self.config, self.mesh, self.out, self.fill_holes, self.progress)
+        if metrics.get("diverged"):
+            raise TrainingDiverged(f"{metrics['diverged']}; {self.out / 'metrics.json'} is marked diverged")
+        if metrics.get("stopped"):
+            print(f"{metrics['stopped']}; the same command goes on")
+        elif metrics["chamfer"] is None:
+            print(f"{metrics['method']}: {metrics['steps']} steps, no surface at level 0 -> {self.out}")
         else:
-            print(f"{record['label']}: {record['steps']} steps, Chamfer {record['chamfer']}, F-score "
-                  f"{record['f_score']:.3f} -> {self.out}")  # fmt: skip
-        return record
+            print(f"{metrics['method']}: {metrics['steps']} steps, Chamfer {metrics['chamfer']:.3g}, F-score "
+                  f"{metrics['f_score']:.3f} -> {self.out}")  # fmt: skip
+        return metrics
 
 
 @dataclass
@@ -78,9 +70,9 @@ class Mesh:
     zero level set over BACON's unit box, written in the fitted mesh's own coordinates."""
 
     fit: Path
-    """The folder of a finished `rff-sdf fit`."""
+    """Folder of the finished fit (holds metrics.json and model.pt)."""
     resolution: int = 128
-    """Side of the marching-cubes grid; the time grows as its cube (BACON's 512: about an hour on two CPU cores)."""
+    """Side of the marching-cubes grid; the time grows as its cube (512: about an hour on two CPU cores)."""
     output_path: Optional[Path] = None
     """The mesh to write (PLY, OBJ, OFF or STL); default: mesh-<resolution>.ply in the fit's folder."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -91,84 +83,83 @@ class Mesh:
     """Show a progress bar over the grid."""
 
     def main(self) -> Path:
-        import json
-
-        import torch
+        """Mesh, write and print where; returns the mesh's path."""
         import trimesh
 
+        from rff_field.common.machine import resolve_device
         from rff_field.common.mesh import write_mesh
-        from rff_field.sdf.fit import check_resolution, load_network, mesh_network
+        from rff_field.sdf.data import MESH_SUFFIXES
+        from rff_field.sdf.fit import check_resolution, load_fit, mesh_network
 
         check_resolution(self.resolution)
-        try:
-            metrics = json.loads((self.fit / "metrics.json").read_text())
-        except (OSError, ValueError):
-            raise UsageError(f"--fit {self.fit} is not a finished `rff-sdf fit` (no metrics.json)") from None
-        if metrics.get("diverged") or metrics.get("stopped"):
-            what = "diverged" if metrics.get("diverged") else "was stopped before its last step"
-            raise TrainingDiverged(f"the fit in {self.fit} {what}, so it has no network to mesh; fit it again")
-        path = self.output_path or self.fit / f"mesh-{self.resolution}.ply"
-        if path.exists() and not self.overwrite:
-            raise UsageError(f"--output-path {path} exists; choose another or pass --overwrite")
-        network, normalization = load_network(self.fit / "model.pt")
-        device = torch.device("cuda" if self.device == "cuda" or (self.device == "auto" and torch.cuda.is_available()) else "cpu")
-        mesh = mesh_network(network, self.resolution, device, self.progress)
+        device = resolve_device(self.device)
+        out = self.output_path or self.fit / f"mesh-{self.resolution}.ply"
+        if out.suffix.lower() not in MESH_SUFFIXES:
+            raise UsageError(f"--output-path {out} must end in one of {', '.join(MESH_SUFFIXES)}")
+        if out.exists() and not self.overwrite:
+            raise UsageError(f"--output-path {out} already exists; pass --overwrite or choose another")
+        network, normalization = load_fit(self.fit)
+        mesh = mesh_network(network.to(device), self.resolution, self.progress)
         if mesh.is_empty:
-            raise UsageError(f"the network of {self.fit} has no zero level set in its unit box; nothing to mesh")
-        write_mesh(trimesh.Trimesh(normalization.from_unit(mesh.vertices), mesh.faces), path, self.overwrite)
-        print(f"wrote {path} ({len(mesh.faces):,} triangles, {self.resolution}^3 grid)")
-        return path
+            raise UsageError(f"the network in {self.fit} has no zero level set in its unit box: nothing to mesh")
+        write_mesh(trimesh.Trimesh(normalization.from_unit(mesh.vertices), mesh.faces), out, self.overwrite)
+        print(f"wrote {out} ({len(mesh.faces):,} triangles, {self.resolution}^3 grid)")
+        return out
 
 
 @dataclass
 class Bench:
-    """Fit every network of --variants on every mesh of --meshes with one protocol (the options below, as in `fit`),
-    one folder per job (runs/<mesh>/<variant>/, the files of `fit`), and write results.json and results.md."""
+    """Fit every variant to every shape with one protocol (the options below, as in `fit`); write
+    runs/<shape>/<variant>/ (a fit's outputs) and results.json and results.md over the finished jobs.
+
+    A variant is [LABEL:]PRESET[,key=value...]: a preset (mlp-pe, mlp-rff, filtered-pe, filtered-rff, siren, gauss,
+    wire, bacon) and options by their dotted names, e.g. wide:mlp-pe,hidden_features=157 or
+    fixed:filtered-pe,line_search.enabled=false. Rerunning the command skips finished jobs and resumes an unfinished
+    one from its checkpoint; --shard I/N runs every N-th job, for separate processes.
+    """
 
     meshes: tuple[Path, ...] = ()
-    """Watertight meshes; default: the generated bumpy sphere."""
-    variants: tuple[str, ...] = ("mlp-pe", "filtered-pe", "mlp-rff", "filtered-rff", "siren", "gauss", "wire", "bacon")
-    """Rows, each [LABEL:]PRESET[,key=value...] with the options of this command by their config path, e.g.
-    fixed-lr:filtered-pe,line_search.enabled=false or mlp-pe,hidden_features=157."""
+    """Watertight meshes (named by their file names); default: the generated bumpy sphere."""
     out: Path = Path("outputs/sdf-bench")
-    """The bench's folder; rerun the same command to go on with its unfinished jobs."""
-    fit: Annotated[SDFFitConfig, Flat] = field(default_factory=SDFFitConfig)
+    """Output folder."""
+    variants: tuple[str, ...] = ("mlp-pe", "mlp-rff", "filtered-pe", "filtered-rff", "siren", "gauss", "wire", "bacon")
+    """The rows of the table."""
     fill_holes: bool = False
     """Close the meshes' holes before checking that they are watertight."""
     shard: str = "1/1"
-    """I/N: run only jobs I, I+N, ... (for N processes side by side)."""
+    """I/N: run jobs I, I+N, I+2N, ... of the grid (1-based)."""
     progress: bool = True
-    """Show progress bars."""
+    """Show each fit's progress bars."""
+    config: Annotated[SDFFitConfig, Flat] = field(default_factory=SDFFitConfig)
 
     def main(self) -> list[dict]:
-        from rff_field.fit.bench import apply_variant, parse_variant, run_bench
+        """Run this shard's unfinished jobs; returns the finished jobs' rows."""
+        from rff_field.fit.bench import Job, apply_variant, parse_variant, run_bench
         from rff_field.inr.config import PRESETS
         from rff_field.sdf.data import load_mesh
         from rff_field.sdf.fit import fit_shape
 
-        self.fit.check()
+        self.config.check()
         presets = {name: options for name, options in PRESETS.items() if name != "sape"}  # SAPE is for images
         variants = [parse_variant(text, presets) for text in self.variants]
         for variant in variants:
-            apply_variant(self.fit, variant, presets).check()
-        names = [path.stem for path in self.meshes] or ["generated"]
-        if len(set(names)) < len(names):
-            raise UsageError("--meshes: two meshes have the same file name (jobs are named by it)")
+            apply_variant(self.config, variant, presets).check()  # every error before the first fit
         for path in self.meshes:
             load_mesh(path, self.fill_holes)
-        paths = dict(zip(names, self.meshes or [None]))
+        meshes = {path.stem: path for path in self.meshes} or {"generated": None}
+        if len(meshes) < len(self.meshes):
+            raise UsageError("--meshes: two meshes have the same file name (their jobs are named by it)")
 
-        def run_job(job) -> None:
-            job.folder.mkdir(parents=True, exist_ok=True)  # the runner's: it resumes or replaces what is there
-            try:
-                fit_shape(apply_variant(self.fit, job.variant, presets), paths[job.input], job.folder, self.fill_holes,
-                          self.progress)  # fmt: skip
-            except TrainingDiverged as err:  # recorded in its metrics.json: the other jobs go on
-                print(f"{job.variant.label} on {job.input}: {err}")
+        def run_job(job: Job) -> None:
+            config = apply_variant(self.config, job.variant, presets)
+            fit_shape(config, meshes[job.input], job.folder, self.fill_holes, self.progress)
 
-        protocol = {"fit": dataclasses.asdict(self.fit), "meshes": [str(path) for path in self.meshes], "fill_holes": self.fill_holes}
-        columns = [("Chamfer", "chamfer", ".3g"), ("F-score", "f_score", ".3f"), ("s/step", "seconds_per_step", ".3g")]
-        return run_bench(self.out, names, variants, run_job, protocol, columns, self.shard)
+        protocol = {"config": asdict(self.config), "meshes": [str(path) for path in self.meshes]}
+        columns = [("Chamfer", "chamfer", ".3g"), ("F-score", "f_score", ".3f"), ("parameters", "parameters", ".0f"),
+                   ("s/step", "seconds_per_step", ".4f")]  # fmt: skip
+        rows = run_bench(self.out, list(meshes), variants, run_job, protocol, columns, self.shard)
+        print(f"{len(rows)} of {len(meshes) * len(variants)} jobs finished -> {self.out / 'results.md'}")
+        return rows
 
 
 Command = Union[
@@ -178,7 +169,7 @@ Command = Union[
 ]
 
 
-def entrypoint(args: Optional[list[str]] = None) -> None:
+def entrypoint(args: Optional[Sequence[str]] = None) -> None:
     """Console script ``rff-sdf``."""
     run_command("rff-sdf", Command, __doc__, args)
 

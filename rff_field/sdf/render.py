@@ -9,8 +9,8 @@ from typing import Sequence
 import numpy as np
 import open3d as o3d
 import trimesh
-from matplotlib.figure import Figure
 
+from rff_field.common.outputs import new_figure, save_figure
 from rff_field.sdf.data import raycasting_scene
 
 
@@ -42,12 +42,11 @@ def render_mesh(mesh: trimesh.Trimesh, view: tuple[float, float] = (35.0, 20.0),
 
 def save_panels(panels: Sequence[tuple[str, np.ndarray]], path: Path, title: str) -> Path:
     """Pictures side by side with a caption each and a title, as a PNG."""
-    figure = Figure(figsize=(2.6 * len(panels), 3.1))
-    for index, (caption, image) in enumerate(panels):
-        axes = figure.add_subplot(1, len(panels), index + 1)
-        axes.imshow(image)
-        axes.set_title(caption, fontsize=8)
-        axes.axis("off")
+    figure, axes = new_figure(1, len(panels), figsize=(2.6 * len(panels), 3.1), squeeze=False)
+    for ax, (caption, image) in zip(axes[0], panels):
+        ax.imshow(image)
+        ax.set_title(caption, fontsize=8)
+        ax.axis("off")
     figure.suptitle(title, fontsize=10)
-    figure.savefig(path, dpi=110, bbox_inches="tight")
+    save_figure(figure, path, dpi=110)
     return Path(path)
