@@ -72,7 +72,7 @@ class Mesh:
     fit: Path
     """Folder of the finished fit (holds metrics.json and model.pt)."""
     resolution: int = 128
-    """Side of the marching-cubes grid; the time grows as its cube (512: about an hour on two CPU cores)."""
+    """Side of the marching-cubes grid over BACON's unit box (BACON: 512; the time grows as its cube)."""
     output_path: Optional[Path] = None
     """The mesh to write (PLY, OBJ, OFF or STL); default: mesh-<resolution>.ply in the fit's folder."""
     device: Literal["auto", "cpu", "cuda"] = "auto"

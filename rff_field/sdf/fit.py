@@ -102,7 +102,7 @@ class SDFFitConfig:
     points_per_step: int = 10_000
     """Samples a step: half coarse (Laplace scale 0.1 around the surface), half fine (1e-3)."""
     resolution: int = 128
-    """Side of the marching-cubes grid over BACON's unit box (512 there takes about an hour on two CPU cores)."""
+    """Side of the marching-cubes grid over BACON's unit box (BACON: 512; the time grows as its cube)."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work, before any long work."""
