@@ -44,12 +44,9 @@ class Fit:
 
     def main(self) -> dict:
         """Fit, mesh, measure, write and print a one-line summary; returns the metrics."""
-        from rff_field.sdf.data import load_mesh
         from rff_field.sdf.fit import check_out, fit_shape
 
         self.config.check()
-        if self.mesh is not None:
-            load_mesh(self.mesh, self.fill_holes)  # a bad mesh fails before --out is touched
         check_out(self.out, self.overwrite)
         metrics = fit_shape(self.config, self.mesh, self.out, self.fill_holes, self.progress)
         if metrics.get("diverged"):
@@ -154,7 +151,8 @@ class Bench:
             config = apply_variant(self.config, job.variant, presets)
             fit_shape(config, meshes[job.input], job.folder, self.fill_holes, self.progress)
 
-        protocol = {"config": asdict(self.config), "meshes": [str(path) for path in self.meshes]}
+        protocol = {"config": asdict(self.config), "meshes": [str(path) for path in self.meshes],
+                    "fill_holes": self.fill_holes}  # fmt: skip
         columns = [("Chamfer", "chamfer", ".3g"), ("F-score", "f_score", ".3f"), ("parameters", "parameters", ".0f"),
                    ("s/step", "seconds_per_step", ".4f")]  # fmt: skip
         rows = run_bench(self.out, list(meshes), variants, run_job, protocol, columns, self.shard)

@@ -152,11 +152,12 @@ def mesh_network(network: nn.Module, resolution: int, progress: bool = True) -> 
 
 
 def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's checkpoint."""
+    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's checkpoint and
+    the meshes that ``rff-sdf mesh`` made of its network."""
     if job_metrics(out) is not None and not overwrite:
         raise UsageError(f"--out {out} already holds a fit; pass --overwrite or choose another --out")
-    if overwrite:
-        (out / CHECKPOINT_FILE).unlink(missing_ok=True)
+    for path in [out / CHECKPOINT_FILE, *out.glob("mesh-*.ply")] if overwrite else []:
+        path.unlink(missing_ok=True)
 
 
 def fit_shape(

@@ -72,6 +72,17 @@ def test_bench_runs_each_variant_on_each_shape(tmp_path, capsys):
     assert (tmp_path / "runs" / "generated" / "small-bacon" / "mesh.ply").is_file()
 
 
+def test_a_stopped_fit_goes_on_to_the_uninterrupted_result(tmp_path, capsys, caplog):
+    args = ["--iters", "40", "--log-every", "10", "--resolution", "16", *SMALL]
+    run(["fit", "--out", tmp_path / "whole", *args], capsys)
+    run(["fit", "--out", tmp_path / "parts", "--time-budget", "1e-9", *args], capsys)  # stops at the first check
+    assert json.loads((tmp_path / "parts" / "metrics.json").read_text())["stopped"]
+    code, _ = run(["fit", "--out", tmp_path / "parts", *args], capsys)
+    whole, parts = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("whole", "parts"))
+    assert code == 0 and "resuming at step 10" in caplog.text and parts["resumed_at"] == [10]
+    assert parts["loss_history"] == whole["loss_history"] and parts["chamfer"] == whole["chamfer"]
+
+
 def test_the_task_resumes_the_same_samples():
     sampler = ShapeSampler(trimesh.creation.icosphere(2, radius=0.3), seed=1)
     task, model = SDFTask(sampler, 100, torch.device("cpu")), torch.nn.Linear(3, 1)
