@@ -43,6 +43,8 @@ DEFAULT_LR = {"siren": 1e-4, "bacon": 1e-2, "wire": 5e-3, "gauss": 5e-3}
 """The INR's initial rate by method (BACON's SDF configs; WIRE's occupancy script); every other method 1e-3."""
 COARSE_SCALE, FINE_SCALE, COARSE_WEIGHT = 0.1, 1e-3, 1e-2
 """BACON's Laplace scales of the coarse and the fine samples, and the coarse samples' weight in the loss."""
+OUTPUTS = (CHECKPOINT_FILE, WEIGHTS_FILE, "mesh.ply", "render.png", "metrics.json")
+"""What a fit writes in its folder, ``metrics.json`` last."""
 
 
 @dataclass
@@ -152,11 +154,11 @@ def mesh_network(network: nn.Module, resolution: int, progress: bool = True) -> 
 
 
 def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's checkpoint and
-    the meshes that ``rff-sdf mesh`` made of its network."""
+    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's files and the
+    meshes that ``rff-sdf mesh`` made of its network."""
     if job_metrics(out) is not None and not overwrite:
         raise UsageError(f"--out {out} already holds a fit; pass --overwrite or choose another --out")
-    for path in [out / CHECKPOINT_FILE, *out.glob("mesh-*.ply")] if overwrite else []:
+    for path in [*(out / name for name in OUTPUTS), *out.glob("mesh-*.ply")] if overwrite else []:
         path.unlink(missing_ok=True)
 
 
@@ -218,9 +220,11 @@ def load_fit(folder: Path) -> tuple[nn.Module, Normalization]:
     distances ``[N, 1]``) and the map from the fitted mesh file's units into that box.
 
     Raises:
-        UsageError: If the folder holds no finished fit, or one that diverged.
+        UsageError: If the folder holds no finished fit: none, one that diverged or one stopped before its end.
     """
     network, metrics = load_trained_network(
         folder, lambda metrics: build_network(config_from_dict(NetworkConfig, metrics["network"]), 3, 1), "rff-sdf fit"
     )
+    if metrics.get("stopped"):
+        raise UsageError(f"{folder} holds a fit stopped before its last step; run its `rff-sdf fit` again to finish it")
     return network, config_from_dict(Normalization, metrics["normalization"])

@@ -68,8 +68,8 @@ def test_bench_runs_each_variant_on_each_shape(tmp_path, capsys):
     code, _ = run(["bench", "--out", tmp_path, "--variants", *variants, "--iters", "10", *SMALL], capsys)
     rows = json.loads((tmp_path / "results.json").read_text())
     assert code == 0 and [row["variant"] for row in rows] == ["mlp-pe", "small-bacon"]
-    assert all(row["input"] == "generated" and row["chamfer"] is not None for row in rows)
-    assert (tmp_path / "runs" / "generated" / "small-bacon" / "mesh.ply").is_file()
+    assert all(row["input"] == "generated" and row["steps"] == 10 and "chamfer" in row for row in rows)
+    assert rows[1]["network"]["hidden_layers"] == 2 and "small-bacon" in (tmp_path / "results.md").read_text()
 
 
 def test_a_stopped_fit_goes_on_to_the_uninterrupted_result(tmp_path, capsys, caplog):
@@ -77,6 +77,7 @@ def test_a_stopped_fit_goes_on_to_the_uninterrupted_result(tmp_path, capsys, cap
     run(["fit", "--out", tmp_path / "whole", *args], capsys)
     run(["fit", "--out", tmp_path / "parts", "--time-budget", "1e-9", *args], capsys)  # stops at the first check
     assert json.loads((tmp_path / "parts" / "metrics.json").read_text())["stopped"]
+    assert run(["mesh", "--fit", tmp_path / "parts"], capsys)[0] == 2  # not finished: nothing to mesh
     code, _ = run(["fit", "--out", tmp_path / "parts", *args], capsys)
     whole, parts = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("whole", "parts"))
     assert code == 0 and "resuming at step 10" in caplog.text and parts["resumed_at"] == [10]
