@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import trimesh
 from jaxtyping import Float
+from rich.console import Console
 from rich.progress import Progress
 from torch import Tensor
 
@@ -28,7 +29,7 @@ def sample_grid(
     description: Optional[str] = None,
 ) -> Float[np.ndarray, "r r r"]:
     """Evaluate ``field`` on a ``resolution**3`` grid spanning the box, ``batch_size`` points at a time (with a
-    progress bar labelled ``description`` when given).
+    progress bar on stderr labelled ``description`` when given).
 
     Returns:
         The values, indexed ``[ix, iy, iz]``.
@@ -36,7 +37,7 @@ def sample_grid(
     axes = [torch.linspace(lo, hi, resolution, device=device) for lo, hi in zip(bbox_min, bbox_max)]
     values = torch.empty(resolution**3, dtype=torch.float32)
     total = resolution**3
-    with Progress(disable=description is None) as bar:
+    with Progress(console=Console(stderr=True), disable=description is None) as bar:
         task = bar.add_task(description or "", total=total)
         for start in range(0, total, batch_size):
             index = torch.arange(start, min(start + batch_size, total), device=device)
