@@ -16,7 +16,7 @@ from typing import Annotated, Optional, Sequence, Union
 import tyro
 
 from rff_field.cli.common import run_command
-from rff_field.common.options import Flat
+from rff_field.common.options import Flat, Values
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.fit.bench import Job, apply_variant, parse_variant, run_bench
 from rff_field.image.data import downsample, load_image, save_image
@@ -47,7 +47,7 @@ class Fit:
     """Replace the fit already in --out."""
     progress: bool = True
     """Show a progress bar."""
-    config: Annotated[ImageFitConfig, Flat] = field(default_factory=ImageFitConfig)
+    config: Annotated[ImageFitConfig, Flat, Values] = field(default_factory=ImageFitConfig)
 
     def main(self) -> dict:
         """Fit, write the outputs and print a one-line summary; returns the metrics."""
@@ -123,7 +123,7 @@ class Bench:
     """I/N: run jobs I, I+N, I+2N, ... of the grid (1-based)."""
     progress: bool = True
     """Show each fit's progress bar."""
-    config: Annotated[ImageFitConfig, Flat] = field(default_factory=ImageFitConfig)
+    config: Annotated[ImageFitConfig, Flat, Values] = field(default_factory=ImageFitConfig)
 
     def main(self) -> list[dict]:
         """Run this shard's unfinished jobs; returns the finished jobs' rows."""

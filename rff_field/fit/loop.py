@@ -64,8 +64,8 @@ class TrainConfig:
     log_every: int = 50
     """Iterations between progress updates and divergence checks (each reads the losses on the host)."""
     time_budget: Optional[float] = None
-    """Seconds of training after which the fit stops at its next check, saves a checkpoint and writes its outputs
-    marked stopped (the same command goes on)."""
+    """Seconds of training (of this run) after which the fit stops at its next check, saves a checkpoint and writes
+    its outputs marked stopped (the same command goes on)."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work."""
@@ -312,7 +312,7 @@ def train(
                     if checkpoint is None:
                         raise FitInterrupted(where)
                     raise FitInterrupted(f"{where}; its checkpoint is in {checkpoint}, and the same command goes on")
-                elapsed = seconds_before + time.perf_counter() - start
+                elapsed = time.perf_counter() - start  # of this run: a rerun with the same budget goes on
                 if config.time_budget is not None and elapsed > config.time_budget and done < steps:
                     stopped = f"time budget reached after step {done} of {steps}"
                     save(done)
@@ -333,13 +333,6 @@ def train(
     if search_rows is not None:
         rates = [row[3] for row in search_rows]
         search_rows = {key: [row[i] for row in search_rows] for i, key in enumerate(("loss", "d_filter", "lr_d_inr"))}
-    return FitHistory(
-        kept,
-        loss_list,
-        rates[:kept] if has_filter else None,
-        search_rows,
-        seconds_before + time.perf_counter() - start,
-        diverged,
-        stopped,
-        resumed,
-    )
+    seconds = seconds_before + time.perf_counter() - start
+    filter_lr = rates[:kept] if has_filter else None
+    return FitHistory(kept, loss_list, filter_lr, search_rows, seconds, diverged, stopped, resumed)
