@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Optional, Sequence, Union
 import tyro
 
 from rff_field.cli.common import run_command
-from rff_field.common.options import Flat
+from rff_field.common.options import Flat, Values
 from rff_field.core.errors import TrainingDiverged, UsageError
 from rff_field.sdf.fit import SDFFitConfig
 
@@ -40,7 +40,7 @@ class Fit:
     """Replace the fit already in --out."""
     progress: bool = True
     """Show progress bars."""
-    config: Annotated[SDFFitConfig, Flat] = field(default_factory=SDFFitConfig)
+    config: Annotated[SDFFitConfig, Flat, Values] = field(default_factory=SDFFitConfig)
 
     def main(self) -> dict:
         """Fit, mesh, measure, write and print a one-line summary; returns the metrics."""
@@ -127,7 +127,7 @@ class Bench:
     """I/N: run jobs I, I+N, I+2N, ... of the grid (1-based)."""
     progress: bool = True
     """Show each fit's progress bars."""
-    config: Annotated[SDFFitConfig, Flat] = field(default_factory=SDFFitConfig)
+    config: Annotated[SDFFitConfig, Flat, Values] = field(default_factory=SDFFitConfig)
 
     def main(self) -> list[dict]:
         """Run this shard's unfinished jobs; returns the finished jobs' rows."""
