@@ -44,11 +44,9 @@ class Fit:
 
     def main(self) -> dict:
         """Fit, mesh, measure, write and print a one-line summary; returns the metrics."""
-        from rff_field.sdf.fit import check_out, fit_shape
+        from rff_field.sdf.fit import fit_shape
 
-        self.config.check()
-        check_out(self.out, self.overwrite)
-        metrics = fit_shape(self.config, self.mesh, self.out, self.fill_holes, self.progress)
+        metrics = fit_shape(self.config, self.mesh, self.out, self.fill_holes, self.overwrite, self.progress)
         if metrics.get("diverged"):
             raise TrainingDiverged(f"{metrics['diverged']}; {self.out / 'metrics.json'} is marked diverged")
         if metrics.get("stopped"):
@@ -149,7 +147,7 @@ class Bench:
 
         def run_job(job: Job) -> None:
             config = apply_variant(self.config, job.variant, presets)
-            fit_shape(config, meshes[job.input], job.folder, self.fill_holes, self.progress)
+            fit_shape(config, meshes[job.input], job.folder, self.fill_holes, progress=self.progress)
 
         protocol = {"config": asdict(self.config), "meshes": [str(path) for path in self.meshes],
                     "fill_holes": self.fill_holes}  # fmt: skip

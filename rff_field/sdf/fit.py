@@ -163,19 +163,25 @@ def check_out(out: Path, overwrite: bool) -> None:
 
 
 def fit_shape(
-    config: SDFFitConfig, mesh: Optional[Path], out: Path, fill_holes: bool = False, progress: bool = True
+    config: SDFFitConfig,
+    mesh: Optional[Path],
+    out: Path,
+    fill_holes: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
 ) -> dict:
     """Fit the SDF of the mesh file ``mesh`` (None: the generated shape) and write into ``out``: ``model.pt``,
     ``mesh.ply`` (in the mesh file's coordinates), ``render.png`` and ``metrics.json`` (last), the metrics measured in
     BACON's unit space (the shape in [-0.45, 0.45]^3). A fit stopped by its time budget keeps its checkpoint (the
     same call goes on); a diverged one writes its last finite state and ``metrics.json`` marked ``diverged``, no mesh
-    (the caller raises).
+    (the caller raises). A finished fit in ``out`` is replaced only with ``overwrite`` (:func:`check_out`).
 
     Returns:
         The metrics.
     """
     config.check()
     truth, normalization = load_shape(mesh, fill_holes)
+    check_out(out, overwrite)
     network_config = config.network.resolved()
     device = config.train.torch_device()
     with seeded(config.train.seed):

@@ -126,6 +126,7 @@ BAD_INPUT = [
     (["fit", "--method", "filtered-pe"], "--method"),
     (["fit", "--pe-bands", "loglinear"], "--pe-bands"),
     (["fit", "--out", "FIT"], "--overwrite"),
+    (["fit", "--out", "FIT", "--overwrite", "--mesh", "BAD/open.ply"], "--fill-holes"),  # FIT is kept
     (["mesh", "--fit", "BAD/empty"], "empty"),
     (["mesh", "--fit", "FIT", "--resolution", "4"], "--resolution"),
     (["mesh", "--fit", "FIT", "--output-path", "BAD/taken.ply"], "--overwrite"),
