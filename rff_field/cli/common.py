@@ -19,14 +19,21 @@ from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, Train
 INTERRUPTED_EXIT_STATUS = 130
 
 
+class NoticeHandler(logging.Handler):
+    """Writes each record as one line to the ``sys.stderr`` of the moment (a test may have replaced it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
 def show_notices(prog: str) -> None:
     """Print the package's log records of level INFO and above as ``prog: message`` on stderr."""
     logger = logging.getLogger("rff_field")
-    if not any(getattr(handler, "rff_field_cli", False) for handler in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(f"{prog}: %(message)s"))
-        handler.rff_field_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
+    for handler in [h for h in logger.handlers if isinstance(h, NoticeHandler)]:
+        logger.removeHandler(handler)
+    handler = NoticeHandler()
+    handler.setFormatter(logging.Formatter(f"{prog}: %(message)s"))
+    logger.addHandler(handler)
     logger.setLevel(logging.INFO)
 
 

@@ -18,9 +18,9 @@ import tyro
 from rff_field.cli.common import run_command
 from rff_field.common.options import Flat, Values
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
-from rff_field.fit.bench import Job, apply_variant, parse_variant, run_bench
+from rff_field.fit.bench import Job, apply_variant, check_fit_folder, parse_variant, run_bench
 from rff_field.image.data import downsample, load_image, save_image
-from rff_field.image.fit import ImageFitConfig, check_out, fit_image, load_fit, render
+from rff_field.image.fit import OUTPUTS, ImageFitConfig, fit_image, load_fit, render
 from rff_field.image.plots import plot_bench
 from rff_field.inr.config import PRESETS, network_label
 
@@ -56,7 +56,7 @@ class Fit:
         pixels, name = load_image(self.image)
         pixels = downsample(pixels, self.downsample or (1 if self.image else 4))
         out = self.out or Path("outputs/rff-image") / f"{name}-{network_label(self.config.network)}"
-        check_out(out, self.overwrite)
+        check_fit_folder(out, self.overwrite, OUTPUTS)
         metrics = fit_image(pixels, name, self.config, out, self.progress)
         if metrics.get("diverged"):
             raise TrainingDiverged(f"{metrics['diverged']}; the outputs in {out} are marked diverged")

@@ -40,7 +40,7 @@ def load_trained_network(folder: Path, build: Callable[[dict], nn.Module], comma
     the metrics.
 
     Raises:
-        UsageError: If the folder is not a finished fit of ``command`` with its weights, or the fit diverged.
+        UsageError: If the folder is not a finished fit of ``command`` with its weights: none, diverged or stopped.
     """
     folder = Path(folder)
     if not (folder / "metrics.json").is_file() or not (folder / WEIGHTS_FILE).is_file():
@@ -56,4 +56,6 @@ def load_trained_network(folder: Path, build: Callable[[dict], nn.Module], comma
     if metrics.get("diverged"):
         raise UsageError(f"{folder} holds a fit that diverged (its network is of the last finite step, not trained); "
                          "fit it again with the hints in its metrics.json")  # fmt: skip
+    if metrics.get("stopped"):
+        raise UsageError(f"{folder} holds a fit stopped before its last step; run its `{command}` again to finish it")
     return network.eval(), metrics

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
 from rff_field.common.outputs import write_json, write_text
 from rff_field.core.errors import UsageError
-from rff_field.fit.checkpoint import settings_key
+from rff_field.fit.checkpoint import CHECKPOINT_FILE, settings_key
 
 logger = logging.getLogger(__name__)
 Config = TypeVar("Config")
@@ -163,6 +163,17 @@ def job_metrics(folder: Path) -> Optional[dict]:
     except (OSError, ValueError):
         return None
     return metrics if isinstance(metrics, dict) and not metrics.get("stopped") else None
+
+
+def check_fit_folder(out: Path, overwrite: bool, outputs: Sequence[str]) -> None:
+    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's ``outputs``
+    (file names or glob patterns) and its checkpoint."""
+    out = Path(out)
+    if job_metrics(out) is not None and not overwrite:
+        raise UsageError(f"--out {out} already holds a fit; pass --overwrite or choose another --out")
+    for pattern in [*outputs, CHECKPOINT_FILE] if overwrite else []:
+        for path in out.glob(pattern):
+            path.unlink()
 
 
 def run_bench(

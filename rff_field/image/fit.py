@@ -22,9 +22,8 @@ from rff_field.common.outputs import write_json, write_torch
 from rff_field.common.torch_state import seeded
 from rff_field.common.trained import WEIGHTS_FILE, config_from_dict, load_trained_network
 from rff_field.core.embedding import EmbeddingConfig, warn_if_aliased
-from rff_field.core.errors import UsageError, check_fields
+from rff_field.core.errors import check_fields
 from rff_field.core.filter import split_filter_parameters
-from rff_field.fit.bench import job_metrics
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
 from rff_field.fit.loop import FitTask, TrainConfig, train
 from rff_field.image.data import pixel_coordinates, save_image
@@ -106,14 +105,6 @@ def render(network: nn.Module, height: int, width: int, chunk: int = 65536) -> F
     coords = pixel_coordinates(height, width).to(device)
     values = torch.cat([network(coords[start : start + chunk]) for start in range(0, len(coords), chunk)])
     return values.reshape(height, width, -1).float().cpu()
-
-
-def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's checkpoint."""
-    if job_metrics(Path(out)) is not None and not overwrite:
-        raise UsageError(f"--out {out} already holds a fit; pass --overwrite or choose another --out")
-    if overwrite:
-        (Path(out) / CHECKPOINT_FILE).unlink(missing_ok=True)
 
 
 def fit_image(

@@ -28,7 +28,7 @@ from rff_field.common.trained import WEIGHTS_FILE, config_from_dict, load_traine
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.errors import UsageError
 from rff_field.core.filter import split_filter_parameters
-from rff_field.fit.bench import job_metrics
+from rff_field.fit.bench import check_fit_folder
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
 from rff_field.fit.loop import FitTask, TrainConfig, train
 from rff_field.inr.bacon import Bacon
@@ -153,15 +153,6 @@ def mesh_network(network: nn.Module, resolution: int, progress: bool = True) -> 
     return marching_cubes(values, [-0.5] * 3, [0.5] * 3, inside="below")
 
 
-def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's files and the
-    meshes that ``rff-sdf mesh`` made of its network."""
-    if job_metrics(out) is not None and not overwrite:
-        raise UsageError(f"--out {out} already holds a fit; pass --overwrite or choose another --out")
-    for path in [*(out / name for name in OUTPUTS), *out.glob("mesh-*.ply")] if overwrite else []:
-        path.unlink(missing_ok=True)
-
-
 def fit_shape(
     config: SDFFitConfig,
     mesh: Optional[Path],
@@ -174,14 +165,14 @@ def fit_shape(
     ``mesh.ply`` (in the mesh file's coordinates), ``render.png`` and ``metrics.json`` (last), the metrics measured in
     BACON's unit space (the shape in [-0.45, 0.45]^3). A fit stopped by its time budget keeps its checkpoint (the
     same call goes on); a diverged one writes its last finite state and ``metrics.json`` marked ``diverged``, no mesh
-    (the caller raises). A finished fit in ``out`` is replaced only with ``overwrite`` (:func:`check_out`).
+    (the caller raises). A finished fit in ``out`` is replaced only with ``overwrite``.
 
     Returns:
         The metrics.
     """
     config.check()
     truth, normalization = load_shape(mesh, fill_holes)
-    check_out(out, overwrite)
+    check_fit_folder(out, overwrite, (*OUTPUTS, "mesh-*.ply"))
     network_config = config.network.resolved()
     device = config.train.torch_device()
     with seeded(config.train.seed):
@@ -231,6 +222,4 @@ def load_fit(folder: Path) -> tuple[nn.Module, Normalization]:
     network, metrics = load_trained_network(
         folder, lambda metrics: build_network(config_from_dict(NetworkConfig, metrics["network"]), 3, 1), "rff-sdf fit"
     )
-    if metrics.get("stopped"):
-        raise UsageError(f"{folder} holds a fit stopped before its last step; run its `rff-sdf fit` again to finish it")
     return network, config_from_dict(Normalization, metrics["normalization"])
