@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from rff_field.core.errors import TrainingDiverged
 
 if TYPE_CHECKING:
-    from rff_field.core.optim import LineSearchConfig
+    from rff_field.core.line_search import LineSearchConfig
 
 
 @torch.no_grad()

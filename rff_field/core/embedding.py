@@ -1,115 +1,145 @@
-"""One description of a (filtered) Fourier feature embedding, and the one function that builds it.
+"""One description of a (filtered) Fourier feature embedding, the one function that builds it, and the warning for
+frequencies that the sampled signal cannot hold.
 
-Band families of the positional encoding, named the same everywhere:
+Band families of the positional encoding, with frequencies in cycles per unit of the input coordinates:
 
-* ``loglinear``: the paper's ``sin(2 pi s^(i/N) x)``, i = 1..N (scale ``s``);
-* ``wire``: the WIRE repository's Nyquist-limited ``sin(2^k pi x)``, k = 0..L-1, for coordinates in [-1, 1];
-* ``pow2``: ``sin(2 pi 2^k x)``, k = 0..L-1 (nerfstudio's ``NeRFEncoding``);
-* ``nerf-pytorch``: ``sin(2^k x)``, k = 0..L-1 (nerf-pytorch's embedding, used by ``rff-nerf``).
-
-``nerf`` was the name of ``pow2`` in the image and SDF tools and of ``nerf-pytorch`` in the NeRF methods; each
-config still reads its own old meaning (:func:`resolve_bands`), with a notice.
+* ``loglinear``: the paper's ``s^(i/N)``, i = 1..N (scale ``s``);
+* ``wire``: the WIRE repository's Nyquist-limited ``2^(k-1)``, k = 0..L-1, ``L = floor(log2(side / 4))`` for the
+  signal's longest side, for coordinates in [-1, 1], input always included;
+* ``pow2``: ``2^k``, k = 0..L-1 (nerfstudio's ``NeRFEncoding``);
+* ``nerf-pytorch``: ``2^k / (2 pi)``, i.e. features ``sin(2^k x)`` (nerf-pytorch's embedding).
 """
 
 from __future__ import annotations
 
+import logging
 import math
-import warnings
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence, Union, get_args
 
 import torch
 
-from rff_field.core.encodings import Encoding, PositionalEncoding, RandomFourierEncoding
-from rff_field.core.errors import UsageError
+from rff_field.core.encodings import Encoding, FourierEncoding, PositionalEncoding, RandomFourierEncoding
+from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import FilteredEncoding, FilterInit, initialize_filter
 
 PEBands = Literal["loglinear", "wire", "pow2", "nerf-pytorch"]
-LEGACY_BANDS = {"log-linear": "loglinear"}
-"""Spellings of earlier versions with one meaning everywhere."""
-
-
-def resolve_bands(name: str, nerf_means: PEBands) -> PEBands:
-    """The band family ``name`` stands for; ``nerf`` means ``nerf_means`` (its old meaning in the caller's config)."""
-    resolved = nerf_means if name == "nerf" else LEGACY_BANDS.get(name, name)
-    if resolved != name:
-        warnings.warn(f"PE bands {name!r} are now called {resolved!r}", FutureWarning, stacklevel=3)
-    return resolved  # type: ignore[return-value]
+DEFAULT_NUM_FREQUENCIES = {"rff": 128, "loglinear": 64, "pow2": 10, "nerf-pytorch": 10}
+"""``num_frequencies`` when it is None, by encoding (``rff``) or PE band family (``wire``: from the signal's side)."""
 
 
 @dataclass
 class EmbeddingConfig:
-    """A Fourier feature embedding, filtered or not.
+    """A Fourier feature embedding, filtered or not."""
 
-    Args:
-        kind: ``pe`` (bands on each axis) or ``rff`` (random Gaussian frequency vectors).
-        pe_bands: The band family of ``pe`` (see the module).
-        num_frequencies: ``pe``: bands per input dimension (for ``wire``: None takes them from the signal's side);
-            ``rff``: number of frequency vectors.
-        pe_scale: Highest frequency ``s`` (cycles per unit) of the ``loglinear`` bands.
-        rff_sigma: Standard deviation of the random frequencies (cycles per unit).
-        rff_seed: Seed of the random frequencies.
-        include_input: Prepend the raw coordinates (``wire`` always does).
-        filtered: Pass the embedding through the bias-free adaptive filter.
-        filter_layers: Linear layers of the filter.
-        filter_bias: Give the filter biases (ablation only).
-        filter_init: Initialisation of the filter's weights (:func:`~rff_field.core.filter.initialize_filter`).
-        filter_init_gain: Gain of the non-default initialisations.
-        filter_residual: Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma``.
-    """
-
-    kind: Literal["pe", "rff"] = "pe"
+    encoding: Literal["pe", "rff"] = "pe"
+    """``pe``: bands on each axis; ``rff``: random Gaussian frequency vectors."""
     pe_bands: PEBands = "loglinear"
-    num_frequencies: Optional[int] = 10
-    pe_scale: float = 64.0
-    rff_sigma: float = 8.0
+    """Band family of the PE: the paper's ``loglinear``, ``wire``, ``pow2`` or ``nerf-pytorch``."""
+    num_frequencies: Optional[int] = None
+    """PE: bands per input dimension; RFF: frequency vectors. None: 64 loglinear, 10 pow2 and nerf-pytorch, 128 RFF,
+    wire from the signal's side."""
+    pe_scale: float = 32.0
+    """Highest frequency ``s`` of the ``loglinear`` bands, in cycles per unit of the input coordinates."""
+    rff_sigma: float = 10.0
+    """Standard deviation of the random frequencies, in cycles per unit."""
     rff_seed: int = 0
-    include_input: bool = True
+    """Seed of the random frequencies."""
+    include_input: bool = False
+    """Prepend the raw coordinates to the features (``wire`` always does)."""
     filtered: bool = True
+    """Feed the INR ``f(gamma) * gamma`` with ``f`` the bias-free adaptive filter (the paper's method)."""
     filter_layers: int = 3
+    """Linear layers of the filter."""
     filter_bias: bool = False
+    """Give the filter biases (ablation only: it breaks the filter's linearity)."""
     filter_init: FilterInit = "default"
+    """The filter's weights: PyTorch's default (the paper), the default times the gain (``scaled``), or identity or
+    orthogonal matrices times the gain."""
     filter_init_gain: float = 1.0
+    """Gain of the ``scaled``, ``identity`` and ``orthogonal`` initialisations."""
     filter_residual: bool = False
+    """Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma`` (a named deviation)."""
+
+    def check(self, prefix: str = "--embedding.") -> None:
+        """Raise :class:`UsageError` for values no embedding can be built with, naming the option as ``prefix`` +
+        the field name with dashes."""
+        for name, allowed in (("encoding", ("pe", "rff")), ("pe_bands", get_args(PEBands)),
+                              ("filter_init", get_args(FilterInit))):  # fmt: skip
+            if getattr(self, name) not in allowed:
+                option = prefix + name.replace("_", "-")
+                raise UsageError(f"{option} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        check_fields(self, positive_int=("num_frequencies", "filter_layers"), non_negative_int=("rff_seed",),
+                     positive=("pe_scale", "rff_sigma", "filter_init_gain"), prefix=prefix)  # fmt: skip
 
     def build(self, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
-        """A new encoding (with a new filter, when filtered) for ``in_dim`` input coordinates.
+        """A new encoding for ``in_dim`` input coordinates, filtered (with a new filter) when ``filtered``.
 
         Args:
             in_dim: Input coordinates.
-            sidelength: Samples along the signal's longest axis (the ``wire`` bands need it or
-                ``num_frequencies``).
+            sidelength: Samples along the signal's longest axis (the ``wire`` bands need it or ``num_frequencies``).
         """
-        encoding = self._unfiltered(in_dim, sidelength)
+        self.check()
+        encoding = self.unfiltered(in_dim, sidelength)
         if not self.filtered:
             return encoding
-        filtered = FilteredEncoding(
-            encoding, num_layers=self.filter_layers, bias=self.filter_bias, residual=self.filter_residual
-        )
+        filtered = FilteredEncoding(encoding, self.filter_layers, self.filter_bias, self.filter_residual)
         initialize_filter(filtered.filter, self.filter_init, self.filter_init_gain)
         return filtered
 
-    def _unfiltered(self, in_dim: int, sidelength: Optional[int]) -> Encoding:
-        if self.kind == "rff":
-            if self.num_frequencies is None:
-                raise UsageError("random Fourier features need a number of frequencies")
-            return RandomFourierEncoding(
-                in_dim, self.num_frequencies, self.rff_sigma, self.include_input, seed=self.rff_seed
-            )
+    def unfiltered(self, in_dim: int, sidelength: Optional[int] = None) -> FourierEncoding:
+        """The embedding ``gamma`` alone (see :meth:`build`)."""
+        count = self.num_frequencies
+        if self.encoding == "rff":
+            count = count or DEFAULT_NUM_FREQUENCIES["rff"]
+            return RandomFourierEncoding(in_dim, count, self.rff_sigma, self.include_input, self.rff_seed)
         if self.pe_bands == "wire":
-            if self.num_frequencies is None and sidelength is None:
-                raise UsageError("the WIRE PE needs the signal's side length or a number of bands")
-            side = sidelength if self.num_frequencies is None else 4 * 2**self.num_frequencies
-            return PositionalEncoding.wire(in_dim, side)
-        if self.num_frequencies is None:
-            raise UsageError(f"the {self.pe_bands} PE needs a number of frequencies")
+            if count is None and sidelength is None:
+                raise UsageError("the wire PE bands need the signal's side length: give --embedding.num-frequencies")
+            if count is None:
+                count = int(math.floor(math.log2(sidelength / 4))) if sidelength >= 4 else 0
+            if count < 1:
+                raise UsageError(f"the signal's side of {sidelength} samples is too small for the wire PE bands (at "
+                                 "least 8): choose another --embedding.pe-bands")  # fmt: skip
+            return PositionalEncoding(in_dim, 2.0 ** (torch.arange(count, dtype=torch.float64) - 1), True)
+        count = count or DEFAULT_NUM_FREQUENCIES[self.pe_bands]
+        k = torch.arange(count, dtype=torch.float64)
         if self.pe_bands == "loglinear":
-            return PositionalEncoding(in_dim, self.num_frequencies, self.pe_scale, self.include_input)
-        frequencies = 2.0 ** torch.arange(self.num_frequencies, dtype=torch.float64)
-        if self.pe_bands == "nerf-pytorch":
-            frequencies = frequencies / (2 * math.pi)  # sin(2 pi f x) = sin(2^k x)
-        elif self.pe_bands != "pow2":
-            raise UsageError(f"unknown PE bands {self.pe_bands!r}; choose loglinear, wire, pow2 or nerf-pytorch")
-        return PositionalEncoding(
-            in_dim, self.num_frequencies, float(frequencies[-1]), self.include_input, frequencies=frequencies
-        )
+            frequencies = torch.tensor(self.pe_scale, dtype=torch.float64) ** ((k + 1) / count)
+        else:
+            frequencies = 2.0**k / (2 * math.pi if self.pe_bands == "nerf-pytorch" else 1.0)
+        return PositionalEncoding(in_dim, frequencies, self.include_input)
+
+
+def warn_if_aliased(
+    config: EmbeddingConfig,
+    samples: Sequence[int],
+    extent: Union[float, Sequence[float]] = 2.0,
+    prefix: str = "--embedding.",
+) -> bool:
+    """Warn (one line through logging) when most of the embedding's sine and cosine channels have a frequency above
+    the Nyquist limit of the signal's sample grid, ``samples / (2 extent)`` cycles per unit along each axis: the INR
+    is then fed features that vary faster than the samples can show, and fits noise. Returns whether it warned.
+
+    Args:
+        config: The embedding.
+        samples: Samples along each input axis, in the coordinates' order (for an image: width, height).
+        extent: The span of the coordinates along each axis (2 for [-1, 1]).
+        prefix: How the command line spells the embedding's options.
+    """
+    extents = [float(extent)] * len(samples) if isinstance(extent, (int, float)) else list(extent)
+    limits = torch.tensor([n / (2 * e) for n, e in zip(samples, extents)], dtype=torch.float64)
+    encoding = config.unfiltered(len(samples), max(samples))
+    vectors = encoding.frequency_vectors().double()[encoding.in_dim if encoding.include_input else 0 :]
+    above = int((vectors.abs() > limits).any(dim=-1).sum())
+    if 2 * above <= len(vectors):
+        return False
+    pe_option = "pe-scale" if config.pe_bands == "loglinear" else "num-frequencies"
+    option = prefix + ("rff-sigma" if config.encoding == "rff" else pe_option)
+    grid = "x".join(map(str, samples))
+    logging.getLogger(__name__).warning(
+        f"{above} of the embedding's {len(vectors)} Fourier channels exceed the Nyquist limit of the {grid} sample "
+        f"grid ({', '.join(f'{limit:g}' for limit in limits.tolist())} cycles per unit): the fit will be noise; "
+        f"lower {option}"
+    )
+    return True

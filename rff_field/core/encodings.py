@@ -1,8 +1,8 @@
-"""Fourier feature embeddings: on-axis positional encoding (PE) and random Fourier features (RFF).
+"""Fourier feature embeddings ``gamma(v) = [sin(2 pi b_i . v), cos(2 pi b_i . v)]``: on-axis positional encoding
+(PE) and random Fourier features (RFF), with frequencies ``b_i`` in cycles per unit of the input coordinates.
 
-Both compute ``gamma(v) = [sin(2 pi b_i . v), cos(2 pi b_i . v)]`` and subclass nerfstudio's ``Encoding``,
-so they plug into nerfstudio fields unchanged. Without nerfstudio installed (e.g. on a bare GPU machine) they
-subclass a minimal stand-in with the same interface, so the core needs only torch.
+Both subclass nerfstudio's ``Encoding``, so they plug into nerfstudio fields unchanged; without nerfstudio (e.g. on
+a bare GPU machine) they subclass a minimal stand-in with the same interface, so the core needs only torch.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.core.errors import UsageError, check_positive
+from rff_field.core.errors import UsageError
 
 try:
     from nerfstudio.field_components.encodings import Encoding
@@ -25,147 +25,84 @@ except ImportError:
         """The part of nerfstudio's ``Encoding`` interface that this package uses."""
 
         def __init__(self, in_dim: int) -> None:
-            if in_dim <= 0:
-                raise ValueError("Input dimension should be greater than zero")
             super().__init__()
             self.in_dim = in_dim
-            self.out_dim: Optional[int] = None
 
         def get_out_dim(self) -> int:
             raise NotImplementedError
 
 
-class PositionalEncoding(Encoding):
-    """On-axis positional encoding with log-linearly spaced frequencies ``b_i = scale**(i / N)``, i = 1..N.
-
-    Every input dimension is encoded with every frequency. Features are ordered
-    ``[input?, sin(all dims x all freqs), cos(all dims x all freqs)]``.
+class FourierEncoding(Encoding):
+    """``[v?, sin(2 pi B v), cos(2 pi B v)]`` for a fixed frequency matrix ``B`` (a buffer, saved in checkpoints).
 
     Args:
-        in_dim: Number of input coordinates.
-        num_frequencies: Frequencies per input dimension (N).
-        scale: Highest frequency (s); the frequencies are ``s**(i/N)``.
+        frequencies: ``B``, one frequency vector per row (cycles per unit).
         include_input: Prepend the raw coordinates to the features.
-        frequencies: Explicit frequencies, overriding ``num_frequencies``/``scale`` (used by the presets).
     """
 
-    def __init__(
-        self,
-        in_dim: int,
-        num_frequencies: int,
-        scale: float,
-        include_input: bool = False,
-        frequencies: Optional[Tensor] = None,
-    ) -> None:
-        check_positive("in_dim", in_dim, integer=True)
-        super().__init__(in_dim)
-        if frequencies is None:
-            check_positive("num_frequencies", num_frequencies, integer=True)
-            check_positive("scale", scale)
-            exponents = torch.arange(1, num_frequencies + 1, dtype=torch.float64) / num_frequencies
-            frequencies = torch.as_tensor(scale, dtype=torch.float64) ** exponents
-        frequencies = torch.as_tensor(frequencies, dtype=torch.float32).flatten()
+    def __init__(self, frequencies: Float[Tensor, "num_frequencies in_dim"], include_input: bool = False) -> None:
+        super().__init__(frequencies.shape[-1])
         if frequencies.numel() == 0 or not torch.isfinite(frequencies).all():
-            raise UsageError(f"the frequencies must be finite and at least one, got {frequencies.tolist()}")
-        self.register_buffer("frequencies", frequencies)
-        self.num_frequencies = int(self.frequencies.numel())
-        self.scale = float(scale)
+            raise UsageError(f"an embedding needs at least one finite frequency, got {frequencies.tolist()}")
+        self.register_buffer("B", frequencies.float())
         self.include_input = include_input
 
-    @classmethod
-    def pow2(cls, in_dim: int, num_frequencies: int, include_input: bool = True) -> "PositionalEncoding":
-        """Bands ``b = 2**k``, k = 0..L-1 (features ``sin(2 pi 2**k x)``, as nerfstudio's NeRFEncoding)."""
-        check_positive("num_frequencies", num_frequencies, integer=True)
-        freqs = 2.0 ** torch.arange(num_frequencies, dtype=torch.float64)
-        return cls(in_dim, num_frequencies, float(freqs[-1]), include_input, frequencies=freqs)
-
-    @classmethod
-    def wire(cls, in_dim: int, sidelength: int) -> "PositionalEncoding":
-        """The WIRE repository's Nyquist-limited encoding for coordinates in [-1, 1].
-
-        ``L = floor(log2(sidelength / 4))`` bands with features ``sin(2**k pi x)`` (frequencies ``2**(k-1)``),
-        k = 0..L-1, input included, with ``sidelength`` the signal's longest side as the repository takes it: 22
-        features for a 192x128 image.
-        """
-        check_positive("sidelength", sidelength, integer=True)
-        num_frequencies = int(math.floor(math.log2(sidelength / 4)))
-        if num_frequencies < 1:
-            raise UsageError(
-                f"the signal's side of {sidelength} samples is too small for WIRE's Nyquist-limited PE (it needs at "
-                "least 8): use a larger signal (for an image, a larger one or a smaller --downsample), or another --pe"
-            )
-        freqs = 2.0 ** (torch.arange(num_frequencies, dtype=torch.float64) - 1)
-        return cls(in_dim, num_frequencies, float(freqs[-1]), include_input=True, frequencies=freqs)
-
     def get_out_dim(self) -> int:
-        assert self.in_dim is not None
-        return self.in_dim * 2 * self.num_frequencies + (self.in_dim if self.include_input else 0)
+        return 2 * self.B.shape[0] + (self.in_dim if self.include_input else 0)
+
+    def frequency_vectors(self) -> Float[Tensor, "out_dim in_dim"]:
+        """The frequency vector of every output channel (zero for the included coordinates)."""
+        vectors = [self.B.new_zeros(self.in_dim, self.in_dim)] if self.include_input else []
+        return torch.cat([*vectors, self.B, self.B])
 
     def forward(
         self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
     ) -> Float[Tensor, "*bs output_dim"]:
         del covs  # integrated encodings are not part of the method
-        check_input_width(self, in_tensor)
-        phase = 2 * math.pi * in_tensor[..., None] * self.frequencies  # [*bs, in_dim, N]
-        phase = phase.flatten(-2)
+        if in_tensor.shape[-1] != self.in_dim:
+            raise UsageError(f"{type(self).__name__} encodes {self.in_dim}-dimensional coordinates, got inputs of "
+                             f"shape {tuple(in_tensor.shape)}")  # fmt: skip
+        dtype = torch.promote_types(in_tensor.dtype, torch.float32)
+        device = in_tensor.device.type
+        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+        # autocast would take the product in 16 bits, which resolves a phase of ~100 rad only to ~1 rad
+        with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext():
+            v, frequencies = in_tensor.to(dtype), self.B.to(dtype)
+            # a sum of products per axis, not a matmul: TF32 would round phases of ~1000 rad by ~1 rad
+            phase = sum(2 * math.pi * v[..., d, None] * frequencies[:, d] for d in range(self.in_dim))
         features = [torch.sin(phase), torch.cos(phase)]
-        if self.include_input:
-            features.insert(0, in_tensor)
-        return torch.cat(features, dim=-1)
+        return torch.cat([in_tensor.to(dtype), *features] if self.include_input else features, dim=-1)
 
 
-class RandomFourierEncoding(Encoding):
-    """Random Fourier features (Tancik et al. 2020): ``B ~ N(0, sigma^2)``, fixed after construction.
-
-    ``B`` is a buffer, so a checkpoint reproduces the embedding exactly.
+class PositionalEncoding(FourierEncoding):
+    """On-axis PE: every input dimension with every frequency. Features ``[v?, sin(all dims x all frequencies),
+    cos(...)]``, dimension-major.
 
     Args:
         in_dim: Number of input coordinates.
-        num_frequencies: Number of random frequency vectors (output has twice as many features).
-        sigma: Standard deviation of the frequencies.
+        frequencies: The frequencies of one axis (cycles per unit).
         include_input: Prepend the raw coordinates to the features.
-        seed: Seed of the generator that draws ``B`` (independent of the global RNG).
+    """
+
+    def __init__(self, in_dim: int, frequencies: Float[Tensor, " N"], include_input: bool = False) -> None:
+        frequencies = torch.as_tensor(frequencies, dtype=torch.float32).flatten()
+        super().__init__(torch.block_diag(*[frequencies[:, None]] * in_dim), include_input)
+
+
+class RandomFourierEncoding(FourierEncoding):
+    """Random Fourier features (Tancik et al. 2020): ``B ~ N(0, sigma^2 I)``, drawn from ``seed`` (independent of the
+    global generator) and fixed after construction.
+
+    Args:
+        in_dim: Number of input coordinates.
+        num_frequencies: Number of frequency vectors (twice as many features).
+        sigma: Standard deviation of the frequencies (cycles per unit).
+        include_input: Prepend the raw coordinates to the features.
+        seed: Seed of the frequencies.
     """
 
     def __init__(
         self, in_dim: int, num_frequencies: int, sigma: float, include_input: bool = False, seed: int = 0
     ) -> None:
-        check_positive("in_dim", in_dim, integer=True)
-        super().__init__(in_dim)
-        check_positive("num_frequencies", num_frequencies, integer=True)
-        check_positive("sigma", sigma)
         generator = torch.Generator().manual_seed(seed)
-        self.register_buffer("B", torch.randn(num_frequencies, in_dim, generator=generator) * sigma)
-        self.num_frequencies = num_frequencies
-        self.sigma = float(sigma)
-        self.include_input = include_input
-        self.seed = seed
-
-    def get_out_dim(self) -> int:
-        assert self.in_dim is not None
-        return 2 * self.num_frequencies + (self.in_dim if self.include_input else 0)
-
-    def forward(
-        self, in_tensor: Float[Tensor, "*bs input_dim"], covs: Optional[Float[Tensor, "*bs input_dim input_dim"]] = None
-    ) -> Float[Tensor, "*bs output_dim"]:
-        del covs
-        check_input_width(self, in_tensor)
-        dtype = torch.promote_types(in_tensor.dtype, self.B.dtype)
-        device = in_tensor.device.type
-        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
-        # autocast would take the product in 16 bits, which resolves a phase of ~100 rad only to ~1 rad
-        with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext():
-            phase = 2 * math.pi * in_tensor.to(dtype) @ self.B.T.to(dtype)
-        features = [torch.sin(phase), torch.cos(phase)]
-        if self.include_input:
-            features.insert(0, in_tensor)
-        return torch.cat(features, dim=-1)
-
-
-def check_input_width(encoding: Encoding, in_tensor: Tensor) -> None:
-    """Raise :class:`UsageError` when the inputs' last dimension is not the encoding's ``in_dim``."""
-    if in_tensor.shape[-1] != encoding.in_dim:
-        raise UsageError(
-            f"{type(encoding).__name__} encodes {encoding.in_dim}-dimensional coordinates, got inputs of shape "
-            f"{tuple(in_tensor.shape)}"
-        )
+        super().__init__(torch.randn(num_frequencies, in_dim, generator=generator) * sigma, include_input)

@@ -1,12 +1,12 @@
-"""The adaptive linear filter: a bias-free ReLU MLP applied to a Fourier feature embedding.
+"""The adaptive linear filter: a bias-free ReLU MLP ``f`` applied to a Fourier feature embedding, and its own
+optimizer group.
 
-Without biases the MLP is positively homogeneous, ``f(a x) = a f(x)`` for ``a >= 0``, and piecewise linear
-with no offset, ``f(x) = A_x x`` (Mohan et al. 2019). The INR is then fed ``f(gamma(v)) * gamma(v)``.
+Without biases ``f`` is positively homogeneous, ``f(a x) = a f(x)`` for ``a >= 0``, and piecewise linear with no
+offset, ``f(x) = A_x x`` (Mohan et al. 2019). The INR is fed ``f(gamma(v)) * gamma(v)``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Iterator, Literal, Optional
 
 import torch
@@ -15,78 +15,61 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from rff_field.core.encodings import Encoding
-from rff_field.core.errors import UsageError, check_positive
+from rff_field.core.errors import UsageError
 
 # Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
+FILTER_GROUP = "filter"
+"""Name of the optimizer group holding the filter's parameters."""
+INR_GROUP = "inr"
+"""Name of the optimizer group holding every other trainable parameter."""
 
 FilterInit = Literal["default", "scaled", "identity", "orthogonal"]
 
 
-class BiasFreeFilter(nn.Sequential):
+class BiasFreeFilter(nn.Module):
     """``num_layers`` linear maps ``dim -> dim`` with ReLU between them and none after the last.
+
+    Computes in its input's floating-point dtype (the weights are cast), at the next multiple of
+    :data:`PAD_MULTIPLE` channels: the zero-padded hidden units are ``relu(0) = 0`` and get no gradient, so outputs
+    and gradients are those of width ``dim``.
 
     Args:
         dim: Width of the embedding being filtered (D).
         num_layers: Number of linear layers.
-        bias: Give the linear layers biases. Only for the ablation: it breaks the filter's linearity.
+        bias: Give the linear layers biases (ablation only: it breaks the filter's linearity).
     """
 
     def __init__(self, dim: int, num_layers: int = 3, bias: bool = False) -> None:
-        check_positive("the filter's width (dim)", dim, integer=True)
-        check_positive("the filter's number of layers (num_layers)", num_layers, integer=True)
-        layers: list[nn.Module] = []
-        for i in range(num_layers):
-            if i > 0:
-                layers.append(nn.ReLU())
-            layers.append(nn.Linear(dim, dim, bias=bias))
-        super().__init__(*layers)
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(dim, dim, bias=bias) for _ in range(num_layers))
         self.dim = dim
-        self.num_layers = num_layers
-        self.bias = bias
 
     def forward(self, x: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
-        """The filter at width ``dim``, computed at the next multiple of :data:`PAD_MULTIPLE` when ``dim`` is not one.
-
-        Inputs, weights and biases are padded with zeros: the padded hidden units are ``relu(0) = 0`` and receive
-        no gradient, so outputs and gradients are those of the unpadded filter.
-        """
-        if x.shape[-1] != self.dim:
-            raise UsageError(
-                f"BiasFreeFilter({self.dim}) filters {self.dim} channels, got inputs of shape {tuple(x.shape)}"
-            )
+        if x.shape[-1] != self.dim or not x.is_floating_point():
+            raise UsageError(f"the filter takes floating-point embeddings of {self.dim} channels, got {x.dtype} "
+                             f"inputs of shape {tuple(x.shape)}")  # fmt: skip
         pad = -self.dim % PAD_MULTIPLE
-        if pad == 0:
-            return super().forward(x)
-        h = F.pad(x, (0, pad))
-        for layer in self:
-            if isinstance(layer, nn.Linear):
-                bias = None if layer.bias is None else F.pad(layer.bias, (0, pad))
-                h = F.linear(h, F.pad(layer.weight, (0, pad, 0, pad)), bias)
-            else:
-                h = layer(h)
-        return h[..., : self.dim]
+        h = F.pad(x, (0, pad)) if pad else x
+        for i, layer in enumerate(self.layers):
+            weight, bias = layer.weight, layer.bias
+            if pad:
+                weight, bias = F.pad(weight, (0, pad, 0, pad)), None if bias is None else F.pad(bias, (0, pad))
+            h = F.linear(torch.relu(h) if i else h, weight.to(h.dtype), None if bias is None else bias.to(h.dtype))
+        return h[..., : self.dim] if pad else h
 
 
 class FilteredEncoding(Encoding):
-    """Wraps an encoding ``gamma`` and returns ``f(gamma(x)) * gamma(x)`` with ``f`` a :class:`BiasFreeFilter`.
-
-    The filter is exposed as ``.filter`` so that its parameters can form their own optimizer group.
+    """``f(gamma(x)) * gamma(x)`` for an encoding ``gamma`` and a :class:`BiasFreeFilter` ``f`` (``.filter``).
 
     Args:
         encoding: The Fourier feature embedding to filter.
         num_layers: Linear layers in the filter.
         bias: Filter with biases (ablation only).
-        residual: Return ``(1 + f(gamma)) * gamma`` instead, so that the filtered embedding starts near ``gamma``
-            (a named deviation from the paper, studied in ``benchmarks/reproduction/scale.md``; off by default).
+        residual: Return ``(1 + f(gamma)) * gamma`` instead, which starts near ``gamma`` (a named deviation).
     """
 
     def __init__(self, encoding: Encoding, num_layers: int = 3, bias: bool = False, residual: bool = False) -> None:
-        if not isinstance(encoding, Encoding):
-            raise UsageError(
-                f"FilteredEncoding wraps an Encoding (e.g. PositionalEncoding, RandomFourierEncoding), got "
-                f"{type(encoding).__name__}"
-            )
         super().__init__(encoding.in_dim)
         self.encoding = encoding
         self.filter = BiasFreeFilter(encoding.get_out_dim(), num_layers=num_layers, bias=bias)
@@ -108,6 +91,18 @@ class FilteredEncoding(Encoding):
         return self.apply_filter(gamma)
 
 
+@torch.no_grad()
+def initialize_filter(filter_module: BiasFreeFilter, scheme: FilterInit = "default", gain: float = 1.0) -> None:
+    """Re-initialise a filter's weights (biases keep PyTorch's default): ``default`` leaves PyTorch's, ``scaled``
+    multiplies it by ``gain``, ``identity`` and ``orthogonal`` set those matrices times ``gain``."""
+    for layer in filter_module.layers if scheme != "default" else []:
+        if scheme == "identity":
+            nn.init.eye_(layer.weight)
+        elif scheme == "orthogonal":
+            nn.init.orthogonal_(layer.weight)
+        layer.weight.mul_(gain)
+
+
 def filter_parameters(module: nn.Module) -> Iterator[nn.Parameter]:
     """Parameters of every :class:`BiasFreeFilter` inside ``module``."""
     for submodule in module.modules():
@@ -116,34 +111,19 @@ def filter_parameters(module: nn.Module) -> Iterator[nn.Parameter]:
 
 
 def split_filter_parameters(module: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
-    """Split ``module``'s trainable parameters into (filter parameters, all others)."""
+    """``module``'s trainable parameters: (those of its filters, all others)."""
     filter_ids = {id(p) for p in filter_parameters(module)}
     params = [p for p in module.parameters() if p.requires_grad]
     return [p for p in params if id(p) in filter_ids], [p for p in params if id(p) not in filter_ids]
 
 
-@torch.no_grad()
-def initialize_filter(filter_module: nn.Module, scheme: FilterInit = "default", gain: float = 1.0) -> None:
-    """Re-initialise the weights of a filter's linear layers (biases, if any, keep PyTorch's default).
+def named_param_groups(model: nn.Module, inr_lr: float, filter_lr: float, inr_group: str = INR_GROUP) -> list[dict]:
+    """Optimizer groups ``[{name: inr_group, ...}, {name: "filter", ...}]``; no filter group without a filter."""
+    filter_params, inr_params = split_filter_parameters(model)
+    groups = [{"name": inr_group, "params": inr_params, "lr": inr_lr}]
+    return groups + ([{"name": FILTER_GROUP, "params": filter_params, "lr": filter_lr}] if filter_params else [])
 
-    Args:
-        filter_module: The filter (e.g. ``FilteredEncoding.filter``).
-        scheme: ``default`` (leave as built), ``scaled``, ``identity`` or ``orthogonal`` (see ``NetworkConfig``).
-        gain: Factor applied to the weights by the non-default schemes.
-    """
-    if scheme == "default":
-        return
-    if scheme not in ("scaled", "identity", "orthogonal"):
-        raise UsageError(f"unknown filter initialisation {scheme!r}; choose default, scaled, identity or orthogonal")
-    if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
-        raise UsageError(f"the filter initialisation's gain must be a finite number > 0, got {gain!r}")
-    for layer in filter_module.modules():
-        if not isinstance(layer, nn.Linear):
-            continue
-        if scheme == "identity":
-            nn.init.eye_(layer.weight)
-            layer.weight.mul_(gain)
-        elif scheme == "orthogonal":
-            nn.init.orthogonal_(layer.weight, gain=gain)
-        else:
-            layer.weight.mul_(gain)
+
+def param_group(optimizer: torch.optim.Optimizer, name: str) -> Optional[dict]:
+    """The optimizer's group called ``name`` (None when it has none)."""
+    return next((group for group in optimizer.param_groups if group.get("name") == name), None)

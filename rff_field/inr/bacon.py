@@ -11,13 +11,11 @@ fine series of band-limited outputs of the same signal (the multiscale BACON).
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional, Sequence
+from typing import Literal, Sequence
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
-
-from rff_field.core.errors import UsageError
 
 # The BACON repository's SDF setup (experiments/train_sdf.py): 9 filters, 8 hidden layers, outputs after layers
 # 2, 4, 6, 8 at 1/8, 1/4, 1/2 and all of the bandwidth.
@@ -49,10 +47,6 @@ def default_schedule(
 
     Single-scale networks keep the same filters and output only after the last layer.
     """
-    if hidden_layers < 1:
-        raise UsageError(f"BACON needs at least one hidden layer, got {hidden_layers}")
-    if schedule not in ("prefix", "spread"):
-        raise UsageError(f"unknown BACON schedule {schedule!r}; choose prefix or spread")
     if schedule == "prefix" and hidden_layers <= SDF_OUTPUT_LAYERS[-1]:
         scales = SDF_INPUT_SCALES[: hidden_layers + 1]
         outputs = tuple(layer for layer in SDF_OUTPUT_LAYERS if layer < hidden_layers) + (hidden_layers,)
@@ -79,7 +73,6 @@ class FourierFilter(nn.Module):
         out_features: Number of sinusoids.
         max_frequency: Largest angular frequency per dimension.
         quantization_interval: Spacing of the frequency grid.
-        generator: Random generator for the frequencies and phases.
     """
 
     def __init__(
@@ -88,16 +81,15 @@ class FourierFilter(nn.Module):
         out_features: int,
         max_frequency: Sequence[float],
         quantization_interval: float = 2 * math.pi,
-        generator: Optional[torch.Generator] = None,
     ) -> None:
         super().__init__()
         omega = torch.empty(out_features, in_dim)
         for d, bound in enumerate(max_frequency):
             steps = int(round(2 * bound / quantization_interval))
-            omega[:, d] = torch.randint(0, steps + 1, (out_features,), generator=generator) * quantization_interval
+            omega[:, d] = torch.randint(0, steps + 1, (out_features,)) * quantization_interval
             omega[:, d] -= steps * quantization_interval / 2
         self.register_buffer("omega", omega)
-        self.phase = nn.Parameter(torch.rand(out_features, generator=generator) * 2 * math.pi - math.pi)
+        self.phase = nn.Parameter(torch.rand(out_features) * 2 * math.pi - math.pi)
 
     def forward(self, x: Float[Tensor, "*bs in_dim"]) -> Float[Tensor, "*bs out_features"]:
         return torch.sin(x @ self.omega.T + self.phase)
@@ -116,15 +108,10 @@ class Bacon(nn.Module):
         max_frequency: The network-equivalent sample rate per unit length (BACON's ``max_freq``); the finest
             output holds frequencies up to half of it (times the sum of ``input_scales``, which is below 1 for a
             ``prefix`` network shallower than 8 layers).
-        input_scales: Fraction of the bandwidth each of the ``hidden_layers + 1`` filters adds (default: from
-            ``schedule``).
-        output_layers: Layers (1..hidden_layers) with an output head; the last must be ``hidden_layers`` (default:
-            from ``schedule``).
-        schedule: How the default scales and outputs follow from the depth (:func:`default_schedule`).
+        input_scales: Fraction of the bandwidth each of the ``hidden_layers + 1`` filters adds.
+        output_layers: Layers (increasing within 1..hidden_layers, ending at it) with an output head.
         reuse_filters: Layers with equal bandwidth share one filter (as the repository's SDF models do).
         quantization_interval: Spacing of the filters' frequency grid.
-        seed: Seed of the frequencies and of the weights (the biases come from torch's global generator, as
-            every nn.Linear's do: seed it too for a repeatable network).
     """
 
     def __init__(
@@ -134,25 +121,16 @@ class Bacon(nn.Module):
         hidden_features: int = 256,
         hidden_layers: int = 8,
         max_frequency: float = 384.0,
-        input_scales: Optional[Sequence[float]] = None,
-        output_layers: Optional[Sequence[int]] = None,
+        input_scales: Sequence[float] = SDF_INPUT_SCALES,
+        output_layers: Sequence[int] = SDF_OUTPUT_LAYERS,
         reuse_filters: bool = True,
         quantization_interval: float = 2 * math.pi,
-        seed: int = 0,
-        schedule: BaconSchedule = "prefix",
     ) -> None:
         super().__init__()
-        default_scales, default_outputs = default_schedule(hidden_layers, multiscale=True, schedule=schedule)
-        scales = tuple(input_scales) if input_scales is not None else default_scales
-        outputs = tuple(output_layers) if output_layers is not None else default_outputs
-        if len(scales) != hidden_layers + 1:
-            raise UsageError(f"BACON needs {hidden_layers + 1} input scales (one per filter), got {len(scales)}")
-        if not outputs or sorted(set(outputs)) != list(outputs) or outputs[-1] != hidden_layers or outputs[0] < 1:
-            raise UsageError(f"output layers must increase within 1..{hidden_layers} and end at {hidden_layers}")
+        scales, outputs = tuple(input_scales), tuple(output_layers)
         self.hidden_layers = hidden_layers
         self.output_layers = outputs
         self.input_scales = scales
-        generator = torch.Generator().manual_seed(seed)
 
         # One filter per group of consecutive layers with equal bandwidth (if reusing), else one per layer.
         self.filter_index: list[int] = []
@@ -162,7 +140,7 @@ class Bacon(nn.Module):
                 self.filter_index.append(self.filter_index[-1])
                 continue
             bound = round(math.pi * max_frequency * scale / quantization_interval) * quantization_interval
-            filters.append(FourierFilter(in_dim, hidden_features, [bound] * in_dim, quantization_interval, generator))
+            filters.append(FourierFilter(in_dim, hidden_features, [bound] * in_dim, quantization_interval))
             self.filter_index.append(len(filters) - 1)
         self.filters = nn.ModuleList(filters)
 
@@ -171,7 +149,7 @@ class Bacon(nn.Module):
         bound = math.sqrt(6 / hidden_features)  # the repository's mfn_weights_init
         with torch.no_grad():
             for layer in [*self.linear, *self.heads]:
-                layer.weight.uniform_(-bound, bound, generator=generator)
+                layer.weight.uniform_(-bound, bound)
 
     def forward_multiscale(self, coords: Float[Tensor, "*bs in_dim"]) -> list[Float[Tensor, "*bs out_dim"]]:
         """Every output, coarse to fine."""

@@ -1,67 +1,58 @@
 """Which coordinate network to build: one config for the ReLU MLP on a (filtered) Fourier embedding and the
-baselines SIREN, GAUSS, WIRE and SAPE, and the function that builds it.
+baselines SIREN, GAUSS, WIRE, SAPE and BACON, the function that builds it, and the paper's table rows as presets.
 
 Layer counts follow the WIRE repository: ``hidden_layers`` counts the hidden layers after the first one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Optional
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, get_args
 
 from torch import nn
 
-from rff_field.core.embedding import EmbeddingConfig, resolve_bands
+from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.errors import UsageError, check_fields
-from rff_field.core.filter import FilterInit
+from rff_field.inr.bacon import Bacon, BaconSchedule, default_schedule
 from rff_field.inr.gauss import Gauss
 from rff_field.inr.mlp import FourierFeatureMLP
+from rff_field.inr.sape import SapeMLP
 from rff_field.inr.siren import Siren
 from rff_field.inr.wire import Wire
 
-Method = Literal["mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff", "sape"]
-METHODS: tuple[str, ...] = ("mlp-pe", "mlp-rff", "siren", "gauss", "wire", "filtered-pe", "filtered-rff")
+Method = Literal["mlp", "siren", "gauss", "wire", "sape", "bacon"]
+METHODS: tuple[str, ...] = get_args(Method)
 
-FILTER_ONLY_OPTIONS = ("filter_layers", "filter_bias", "filter_residual", "filter_init", "filter_init_gain",
-                       "line_search", "filter_lr", "filter_schedule")  # fmt: skip
-"""Options of a network or training config that only a filtered method (``filtered-*``) reads."""
+PRESETS: dict[str, dict[str, Any]] = {
+    "mlp-pe": {"method": "mlp", "embedding.encoding": "pe", "embedding.filtered": False},
+    "mlp-rff": {"method": "mlp", "embedding.encoding": "rff", "embedding.filtered": False},
+    "filtered-pe": {"method": "mlp", "embedding.encoding": "pe", "embedding.filtered": True},
+    "filtered-rff": {"method": "mlp", "embedding.encoding": "rff", "embedding.filtered": True},
+    "siren": {"method": "siren"},
+    "gauss": {"method": "gauss"},
+    "wire": {"method": "wire"},
+    "sape": {"method": "sape", "embedding.encoding": "rff"},
+    "bacon": {"method": "bacon"},
+}
+"""The paper's table rows: each the options (field names, ``embedding.`` for the embedding's) it sets on a config."""
 
 
 @dataclass
 class NetworkConfig:
     """Which coordinate network to build, with its hyperparameters (defaults: the WIRE repository's)."""
 
-    method: Method = "filtered-pe"
-    """Network: ReLU MLP on PE or RFF (``mlp-*``), the same with the bias-free filter (``filtered-*``), or a
-    baseline (``siren``, ``gauss``, ``wire``; ``sape``, an MLP whose embedding reveals higher frequencies region
-    by region as the fit goes on, for images)."""
+    method: Method = "mlp"
+    """``mlp``: ReLU MLP on the embedding (filtered when ``--embedding.filtered``); baselines ``siren``, ``gauss``,
+    ``wire``, ``sape`` (2D: an MLP on the unfiltered embedding, revealing its frequencies region by region) and
+    ``bacon``."""
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    """The Fourier feature embedding of ``mlp`` and ``sape``."""
     hidden_features: int = 256
     """Width of the hidden layers (WIRE uses int(width / sqrt(2)) complex features)."""
     hidden_layers: int = 2
-    """Hidden layers after the first (WIRE repository convention: 2 gives 3 nonlinear layers)."""
-    pe: Literal["wire", "loglinear", "pow2", "nerf"] = "wire"
-    """PE bands: the WIRE repository's Nyquist-limited ``2**(k-1)``, the paper's log-linear ``scale**(i/N)``, or
-    ``2**k`` cycles (``pow2``, nerfstudio's NeRFEncoding; ``nerf`` is its earlier name)."""
-    pe_frequencies: int = 64
-    """Frequencies per input dimension for the log-linear and pow2 PE (WIRE's follows from the signal size)."""
-    wire_bands: Optional[int] = None
-    """Bands of the WIRE PE (default: ``floor(log2(side / 4))`` for the signal's side length)."""
-    pe_scale: float = 32.0
-    """Highest frequency of the log-linear PE, in cycles per unit of the input coordinates."""
-    rff_frequencies: int = 128
-    """Number of random frequencies (the embedding has twice as many channels)."""
-    rff_sigma: float = 10.0
-    """Standard deviation of the random frequencies, in cycles per unit of the input coordinates."""
-    rff_seed: int = 0
-    """Seed of the random frequencies."""
-    filter_layers: int = 3
-    """Linear layers of the adaptive filter."""
-    filter_bias: bool = False
-    """Give the filter biases (ablation: breaks its linearity)."""
-    filter_residual: bool = False
-    """Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma`` (a named deviation: the filtered
-    embedding then starts near ``gamma``)."""
-    omega0: float = 30.0
+    """Hidden layers after the first (2 gives the paper's 3 nonlinear layers)."""
+    siren_omega0: float = 30.0
     """SIREN's frequency factor (first and hidden layers)."""
     wire_omega0: float = 20.0
     """WIRE's wavelet frequency."""
@@ -69,82 +60,90 @@ class NetworkConfig:
     """WIRE's wavelet inverse width."""
     gauss_scale: float = 30.0
     """GAUSS's inverse width."""
-    filter_init: FilterInit = "default"
-    """Initialisation of the filter's weights: PyTorch's default; the default times ``filter_init_gain``
-    (``scaled``); identity matrices times the gain (``f(gamma) * gamma`` then starts as ``relu(gamma) * gamma``
-    for 2+ layers); or orthogonal matrices times the gain."""
-    filter_init_gain: float = 1.0
-    """Gain of the ``scaled``, ``identity`` and ``orthogonal`` filter initialisations."""
-    sape_embedding: Literal["rff", "pe"] = "rff"
-    """SAPE (2D only): progressively revealed embedding, RFF (``rff_*`` options) or PE (``pe*`` options)."""
     sape_res: int = 128
     """SAPE: cells per axis of the spatial progression grid."""
     sape_epsilon: float = 1e-3
     """SAPE: a cell stops revealing frequencies once its (blurred) MSE is below this."""
+    bacon_max_frequency: float = 384.0
+    """BACON's network sample rate per unit; its finest output holds up to half of it."""
+    bacon_schedule: BaconSchedule = "prefix"
+    """BACON of other than 8 hidden layers: ``prefix``, the first layers of its 8-layer SDF network, or ``spread``,
+    the whole bandwidth in fewer, wider filters."""
+    bacon_multiscale: bool = True
+    """BACON with several outputs, coarse to fine; off: one output after the last layer."""
+    bacon_input_scales: Optional[tuple[float, ...]] = None
+    """Bandwidth fraction of each BACON filter, one per layer and one more (default: from the schedule)."""
+    bacon_output_layers: Optional[tuple[int, ...]] = None
+    """Layers with a BACON output head (default: from the schedule)."""
 
-    def check(self) -> None:
-        """Raise :class:`UsageError` for options no network can be built with."""
-        check_fields(
-            self,
-            positive_int=("hidden_features", "pe_frequencies", "wire_bands", "rff_frequencies", "filter_layers",
-                          "sape_res"),
-            non_negative_int=("hidden_layers",),
-            positive=("pe_scale", "rff_sigma", "omega0", "wire_omega0", "wire_sigma0", "gauss_scale",
-                      "filter_init_gain"),
-            non_negative=("sape_epsilon",),
-        )  # fmt: skip
+    def check(self, prefix: str = "--") -> None:
+        """Raise :class:`UsageError` for options no network can be built with (options named ``prefix`` + field)."""
+        if self.method not in METHODS:
+            raise UsageError(f"{prefix}method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        check_fields(self, positive_int=("hidden_features", "sape_res"), non_negative_int=("hidden_layers",),
+                     positive=("siren_omega0", "wire_omega0", "wire_sigma0", "gauss_scale", "bacon_max_frequency"),
+                     non_negative=("sape_epsilon",), prefix=prefix)  # fmt: skip
+        if self.method in ("mlp", "sape"):
+            self.embedding.check(prefix + "embedding.")
+        if self.method != "bacon":
+            return
+        layers, (scales, outputs) = self.hidden_layers, self.bacon_layout()
+        if layers < 1 or self.bacon_schedule not in get_args(BaconSchedule):
+            raise UsageError(f"BACON needs {prefix}hidden-layers >= 1 and {prefix}bacon-schedule prefix or spread")
+        if len(scales) != layers + 1:
+            raise UsageError(f"{prefix}bacon-input-scales needs {layers + 1} values (one per filter of {layers} "
+                             f"hidden layers), got {len(scales)}")  # fmt: skip
+        if sorted(set(outputs)) != list(outputs) or outputs[0] < 1 or outputs[-1] != layers:
+            raise UsageError(f"{prefix}bacon-output-layers must increase within 1..{layers} and end at {layers}, "
+                             f"got {' '.join(map(str, outputs))}")  # fmt: skip
 
-
-def embedding_config(config: NetworkConfig) -> EmbeddingConfig:
-    """The embedding of an ``mlp-*``/``filtered-*`` (or SAPE) network, filtered for ``filtered-*``."""
-    rff = config.method.endswith("-rff") or (config.method == "sape" and config.sape_embedding == "rff")
-    bands = resolve_bands(config.pe, nerf_means="pow2")
-    if rff:
-        frequencies = config.rff_frequencies
-    else:
-        frequencies = config.wire_bands if bands == "wire" else config.pe_frequencies
-    return EmbeddingConfig(
-        kind="rff" if rff else "pe",
-        pe_bands=bands,
-        num_frequencies=frequencies,
-        pe_scale=config.pe_scale,
-        rff_sigma=config.rff_sigma,
-        rff_seed=config.rff_seed,
-        include_input=not rff and bands != "loglinear",
-        filtered=config.method.startswith("filtered-"),
-        filter_layers=config.filter_layers,
-        filter_bias=config.filter_bias,
-        filter_init=config.filter_init,
-        filter_init_gain=config.filter_init_gain,
-        filter_residual=config.filter_residual,
-    )
+    def bacon_layout(self) -> tuple[tuple[float, ...], tuple[int, ...]]:
+        """BACON's bandwidth fraction per filter and its output layers, as set or from the schedule."""
+        scales, outputs = default_schedule(max(self.hidden_layers, 1), self.bacon_multiscale, self.bacon_schedule)
+        return tuple(self.bacon_input_scales or scales), tuple(self.bacon_output_layers or outputs)
 
 
 def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: Optional[int] = None) -> nn.Module:
-    """Build the coordinate network that ``config`` describes.
+    """Build the coordinate network that ``config`` describes (from torch's global random generator).
 
     Args:
         config: Network configuration.
         in_dim: Input coordinates (2 for images, 3 for shapes).
         out_dim: Output channels.
-        sidelength: Samples along the longest axis of the signal (for the WIRE PE; the WIRE repository's reading).
+        sidelength: Samples along the signal's longest axis (for the ``wire`` PE bands).
     """
     config.check()
     width, depth = config.hidden_features, config.hidden_layers
     if config.method == "siren":
-        return Siren(in_dim, out_dim, width, depth, config.omega0, config.omega0)
+        return Siren(in_dim, out_dim, width, depth, config.siren_omega0)
     if config.method == "gauss":
         return Gauss(in_dim, out_dim, width, depth, config.gauss_scale)
     if config.method == "wire":
         return Wire(in_dim, out_dim, width, depth, config.wire_omega0, config.wire_sigma0)
-    if config.method == "sape":  # 2D images only; METHODS lists the methods every task supports
-        from rff_field.inr.sape import SapeMLP
-
-        encoding = embedding_config(config).build(in_dim, sidelength)
+    if config.method == "bacon":
+        scales, outputs = config.bacon_layout()
+        return Bacon(in_dim, out_dim, width, depth, config.bacon_max_frequency, scales, outputs)
+    if config.method == "sape":
+        encoding = config.embedding.unfiltered(in_dim, sidelength)
         return SapeMLP(encoding, out_dim, width, depth, res=config.sape_res, epsilon=config.sape_epsilon)
-    if config.method not in METHODS:
-        raise UsageError(f"unknown method {config.method!r}; choose one of {', '.join(METHODS)}")
-    return FourierFeatureMLP(embedding_config(config).build(in_dim, sidelength), out_dim, width, depth)
+    return FourierFeatureMLP(config.embedding.build(in_dim, sidelength), out_dim, width, depth)
+
+
+def apply_preset(config: NetworkConfig, name: str) -> NetworkConfig:
+    """A copy of ``config`` with the options of the table row ``name`` (a key of :data:`PRESETS`)."""
+    if name not in PRESETS:
+        raise UsageError(f"unknown network {name!r}; choose one of {', '.join(PRESETS)}")
+    options = PRESETS[name]
+    embedding = {key.split(".", 1)[1]: value for key, value in options.items() if key.startswith("embedding.")}
+    own = {key: value for key, value in options.items() if not key.startswith("embedding.")}
+    return dataclasses.replace(config, embedding=dataclasses.replace(config.embedding, **embedding), **own)
+
+
+def network_label(config: NetworkConfig) -> str:
+    """The table row (a key of :data:`PRESETS`) that ``config`` is, e.g. ``filtered-pe``."""
+    if config.method != "mlp":
+        return config.method
+    return ("filtered-" if config.embedding.filtered else "mlp-") + config.embedding.encoding
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -20,23 +20,8 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.core.encodings import Encoding, PositionalEncoding, RandomFourierEncoding, check_input_width
+from rff_field.core.encodings import FourierEncoding
 from rff_field.core.errors import UsageError
-
-
-def channel_frequencies(encoding: Encoding) -> Float[Tensor, " D"]:
-    """The frequency magnitude of every output channel of a PE or RFF encoding (0 for included input channels)."""
-    if isinstance(encoding, RandomFourierEncoding):
-        norms = encoding.B.norm(dim=-1)
-        freqs = torch.cat([norms, norms])
-    elif isinstance(encoding, PositionalEncoding):
-        per_axis = encoding.frequencies.repeat(encoding.in_dim)  # phase order: [in_dim, N] flattened
-        freqs = torch.cat([per_axis, per_axis])
-    else:
-        raise UsageError(f"SAPE needs a PositionalEncoding or RandomFourierEncoding, got {type(encoding).__name__}")
-    if encoding.include_input:
-        freqs = torch.cat([torch.zeros(encoding.in_dim), freqs])
-    return freqs
 
 
 class SapeMLP(nn.Module):
@@ -53,7 +38,7 @@ class SapeMLP(nn.Module):
 
     def __init__(
         self,
-        encoding: Encoding,
+        encoding: FourierEncoding,
         out_dim: int,
         hidden_features: int = 256,
         hidden_layers: int = 2,
@@ -67,7 +52,7 @@ class SapeMLP(nn.Module):
         self.res = max(int(res), 3)
         self.epsilon = epsilon
         self.kernel = 5 if self.res**2 > 100 else 3
-        freqs = channel_frequencies(encoding)
+        freqs = encoding.frequency_vectors().norm(dim=-1)
         values, blocks = torch.unique(freqs, sorted=True, return_inverse=True)
         # Block 0 is always visible: the raw input, and the included input channels (frequency 0).
         has_zero = bool(values[0] == 0)
@@ -113,7 +98,6 @@ class SapeMLP(nn.Module):
         return per_block[:, self.block_of]
 
     def forward(self, coords: Float[Tensor, "*bs 2"]) -> Float[Tensor, "*bs out_dim"]:
-        check_input_width(self.encoding, coords)
         flat = coords.reshape(-1, 2)
         if coords.requires_grad and torch.is_grad_enabled():
             gamma, mask = self.encoding(flat), self.channel_mask(flat)

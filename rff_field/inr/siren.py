@@ -32,8 +32,7 @@ class Siren(nn.Module):
         out_dim: Output channels.
         hidden_features: Width.
         hidden_layers: Hidden layers after the first.
-        first_omega_0: Frequency factor of the first layer.
-        hidden_omega_0: Frequency factor of the other layers.
+        omega_0: Frequency factor of every sine layer.
     """
 
     def __init__(
@@ -42,15 +41,14 @@ class Siren(nn.Module):
         out_dim: int,
         hidden_features: int = 256,
         hidden_layers: int = 2,
-        first_omega_0: float = 30.0,
-        hidden_omega_0: float = 30.0,
+        omega_0: float = 30.0,
     ) -> None:
         super().__init__()
-        layers: list[nn.Module] = [SineLayer(in_dim, hidden_features, first_omega_0, is_first=True)]
+        layers: list[nn.Module] = [SineLayer(in_dim, hidden_features, omega_0, is_first=True)]
         for _ in range(hidden_layers):
-            layers.append(SineLayer(hidden_features, hidden_features, hidden_omega_0, is_first=False))
+            layers.append(SineLayer(hidden_features, hidden_features, omega_0, is_first=False))
         final = nn.Linear(hidden_features, out_dim)
-        bound = math.sqrt(6 / hidden_features) / hidden_omega_0
+        bound = math.sqrt(6 / hidden_features) / omega_0
         with torch.no_grad():
             final.weight.uniform_(-bound, bound)
         layers.append(final)
