@@ -1,0 +1,262 @@
+"""The bench runner every application shares: a grid of variants x inputs, one folder per job, one results table.
+
+A variant is a named row, ``[LABEL:]PRESET[,key=value...]``: a preset of :data:`~rff_field.inr.config.PRESETS` and
+options set by their dotted config paths (``filtered-pe,embedding.num_frequencies=64,line_search.lr_max=1e-2``); a
+key may leave out the names of the configs around it when that is unambiguous (``hidden_features=128``).
+
+Job ``(input, variant)`` writes ``runs/<input>/<label>/``, ``metrics.json`` last; a job with a ``metrics.json`` not
+marked ``stopped`` is finished and skipped when the bench runs again, and an unfinished one resumes from the
+checkpoint in its folder. Jobs run one after another in this process; ``--shard I/N`` runs every N-th job, for
+separate processes. After every job the runner writes ``results.json`` and ``results.md`` over all finished jobs (of
+every shard).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import logging
+import re
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
+
+from rff_field.common.outputs import write_json, write_text
+from rff_field.core.errors import UsageError
+from rff_field.fit.checkpoint import settings_key
+
+logger = logging.getLogger(__name__)
+Config = TypeVar("Config")
+PROTOCOL_FILE = "bench.json"
+"""The base settings of a bench's jobs, in its folder (a rerun with others is refused)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A labelled preset with options set: a row of the results table."""
+
+    label: str
+    """Name of the row and of the jobs' folders."""
+    preset: str
+    """The preset it starts from."""
+    options: tuple[tuple[str, str], ...] = ()
+    """``(dotted key, value as written)`` set on top of the preset."""
+
+
+def parse_variant(text: str, presets: Mapping[str, Mapping[str, Any]]) -> Variant:
+    """Parse ``[LABEL:]PRESET[,key=value...]``.
+
+    Raises:
+        UsageError: Naming the variant, for an unknown preset, an item that is not ``key=value`` or a bad label.
+    """
+    text = text.strip()
+    label, colon, spec = text.partition(":") if ":" in text.split(",")[0] else ("", "", text)
+    if colon and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", label):
+        raise UsageError(
+            f"variant {text!r}: the label {label!r} must start with a letter or digit and hold only "
+            "letters, digits, '.', '_' and '-'"
+        )
+    preset, *items = [item.strip() for item in spec.split(",")]
+    if preset not in presets:
+        raise UsageError(f"variant {text!r}: unknown preset {preset!r}; choose one of {', '.join(presets)}")
+    options = []
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise UsageError(f"variant {text!r}: {item!r} is not key=value")
+        options.append((key.strip().replace("-", "_"), value.strip()))
+    return Variant(label or re.sub(r"[^A-Za-z0-9._-]+", "_", text), preset, tuple(options))
+
+
+def option_paths(config: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
+    """Every option of a nested dataclass (also inside dicts, as nerfstudio's optimizers): dotted path -> (the object
+    holding it, its field name)."""
+    out: dict[str, tuple[Any, str]] = {}
+    items = (
+        config.items()
+        if isinstance(config, dict)
+        else ((f.name, getattr(config, f.name)) for f in dataclasses.fields(config))
+    )
+    for name, value in items:
+        if isinstance(name, str) and name.startswith("_"):
+            continue
+        if (dataclasses.is_dataclass(value) and not isinstance(value, type)) or isinstance(value, dict):
+            out.update(option_paths(value, f"{prefix}{name}."))
+        elif not isinstance(config, dict):
+            out[prefix + name] = (config, name)
+    return out
+
+
+def set_option(config: Any, key: str, value: Any) -> None:
+    """Set the option ``key`` (a dotted path, or its tail when that names one option) of ``config``; a string value is
+    converted to the option's type.
+
+    Raises:
+        UsageError: Naming ``key``, when no option or several match, or the value does not fit.
+    """
+    paths = option_paths(config)
+    matches = [key] if key in paths else [path for path in paths if path.endswith("." + key)]
+    if not matches:
+        raise UsageError(f"unknown option {key!r} in a variant; use a dotted option path (see --help)")
+    if len(matches) > 1:
+        raise UsageError(f"option {key!r} in a variant is ambiguous: write one of {', '.join(matches)}")
+    holder, name = paths[matches[0]]
+    if isinstance(value, str):
+        value = convert(value, typing.get_type_hints(type(holder))[name], key)
+    setattr(holder, name, value)
+
+
+def convert(text: str, hint: Any, key: str) -> Any:
+    """``text`` as a value of the type ``hint`` (bool, int, float, str, Literal, Optional, tuple of those)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        if text.lower() == "none":
+            return None
+        return convert(text, next(arg for arg in args if arg is not type(None)), key)
+    if origin is typing.Literal:
+        if text not in map(str, args):
+            raise UsageError(f"{key}={text}: choose one of {', '.join(map(str, args))}")
+        return next(arg for arg in args if str(arg) == text)
+    if origin is tuple:
+        return tuple(convert(item, args[0] if args else str, key) for item in text.split())
+    if hint is bool:
+        if text.lower() not in ("true", "false"):
+            raise UsageError(f"{key}={text}: expected true or false")
+        return text.lower() == "true"
+    try:
+        return hint(text) if hint in (int, float, str, Path) else text
+    except ValueError:
+        raise UsageError(f"{key}={text}: expected a value of type {hint.__name__}") from None
+
+
+def apply_variant(base: Config, variant: Variant, presets: Mapping[str, Mapping[str, Any]]) -> Config:
+    """A copy of ``base`` with the variant's preset and options set."""
+    config = copy.deepcopy(base)
+    for key, value in [*presets[variant.preset].items(), *variant.options]:
+        set_option(config, key, value)
+    return config
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` -> (I, N), with 1 <= I <= N."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N, e.g. 1/2")
+    return int(match[1]), int(match[2])
+
+
+@dataclass(frozen=True)
+class Job:
+    """One fit of the grid."""
+
+    input: str
+    variant: Variant
+    folder: Path
+
+
+def job_metrics(folder: Path) -> Optional[dict]:
+    """The ``metrics.json`` of a finished job (None while unfinished: missing, unreadable or marked ``stopped``)."""
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return metrics if isinstance(metrics, dict) and not metrics.get("stopped") else None
+
+
+def run_bench(
+    out: Path,
+    inputs: Sequence[str],
+    variants: Sequence[Variant],
+    run_job: Callable[[Job], Any],
+    protocol: Any,
+    columns: Sequence[tuple[str, str, str]],
+    shard: str = "1/1",
+    figure: Optional[Callable[[Path, list[dict]], None]] = None,
+) -> list[dict]:
+    """Run this shard's unfinished jobs and write the results after each; returns the finished jobs' rows.
+
+    Args:
+        out: The bench's folder.
+        inputs: Names of the inputs (folder names under ``runs/``).
+        variants: The rows.
+        run_job: Fits one job into its folder, ``metrics.json`` last (resuming from a checkpoint there).
+        protocol: The jobs' base settings (plain data); a folder holding a bench with others is refused.
+        columns: ``(header, metrics key, format)`` of the table; the first is shown per input, all as means.
+        shard: ``I/N``: run jobs I, I+N, I+2N, ... (1-based) of the grid.
+        figure: Draws ``results.png`` (or other figures) in ``out`` from the rows.
+    """
+    index, count = parse_shard(shard)
+    labels = [variant.label for variant in variants]
+    if len(set(labels)) < len(labels):
+        raise UsageError(f"--variants: two variants have the label {next(x for x in labels if labels.count(x) > 1)!r}")
+    check_protocol(Path(out), protocol)
+    jobs = [Job(name, variant, Path(out) / "runs" / name / variant.label) for name in inputs for variant in variants]
+    mine = [job for number, job in enumerate(jobs) if number % count == index - 1]
+    todo = [job for job in mine if job_metrics(job.folder) is None]
+    try:
+        for number, job in enumerate(todo, 1):
+            logger.info(f"job {number} of {len(todo)}: {job.variant.label} on {job.input}")
+            run_job(job)
+            if number < len(todo):
+                write_results(Path(out), jobs, columns, figure)
+    finally:  # also after an interrupted job: the table covers every finished one
+        rows = write_results(Path(out), jobs, columns, figure)
+    return rows
+
+
+def check_protocol(out: Path, protocol: Any) -> None:
+    """Record ``protocol`` in ``out``, or refuse a folder holding a bench run with another."""
+    path, key = out / PROTOCOL_FILE, settings_key(protocol)
+    if path.is_file() and settings_key(json.loads(path.read_text())) != key:
+        raise UsageError(
+            f"{out} holds a bench run with other settings ({path}); choose another --out or run it "
+            "with the same options"
+        )
+    if not path.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(path, json.loads(key)[0])
+
+
+def write_results(
+    out: Path,
+    jobs: Sequence[Job],
+    columns: Sequence[tuple[str, str, str]],
+    figure: Optional[Callable[[Path, list[dict]], None]],
+) -> list[dict]:
+    """``results.json`` (the finished jobs' metrics, without per-step histories) and ``results.md`` (a row per
+    variant: the first column per input, every column's mean over its finished inputs)."""
+    rows = []
+    for job in jobs:
+        metrics = job_metrics(job.folder)
+        if metrics is not None:
+            kept = {key: value for key, value in metrics.items() if not key.endswith("_history")}
+            rows.append({"input": job.input, "variant": job.variant.label, **kept})
+    inputs = list(dict.fromkeys(job.input for job in jobs))
+    variants = list(dict.fromkeys(job.variant.label for job in jobs))
+    header, key, form = columns[0]
+    lines = [
+        f"| variant | {' | '.join(f'{header} {name}' for name in inputs)} | "
+        + " | ".join(f"mean {title}" for title, _, _ in columns)
+        + " | jobs |"
+    ]
+    lines.append("|---" * (len(inputs) + len(columns) + 2) + "|")
+    for label in variants:
+        mine = {row["input"]: row for row in rows if row["variant"] == label}
+        cells = [cell(mine[name], key, form) if name in mine else "" for name in inputs]
+        for _, column, column_form in columns:
+            values = [row[column] for row in mine.values() if isinstance(row.get(column), (int, float))]
+            cells.append(format(sum(values) / len(values), column_form) if values else "")
+        lines.append(f"| {label} | {' | '.join(cells)} | {len(mine)}/{len(inputs)} |")
+    write_json(out / "results.json", rows)
+    write_text(out / "results.md", "\n".join(lines) + "\n\nA diverged job is marked with `(diverged)`.\n")
+    if figure is not None and rows:
+        figure(out, rows)
+    return rows
+
+
+def cell(row: dict, key: str, form: str) -> str:
+    value = row.get(key)
+    text = format(value, form) if isinstance(value, (int, float)) else "-"
+    return text + (" (diverged)" if row.get("diverged") else "")
