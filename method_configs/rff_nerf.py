@@ -1,4 +1,5 @@
-"""``rff-nerf`` and ``rff-nerf-lite``: vanilla NeRF with a filtered Fourier embedding and a line-searched filter rate."""
+"""``rff-nerf`` and ``rff-nerf-lite``: vanilla NeRF with a filtered Fourier embedding and a line-searched filter
+rate."""
 
 from nerfstudio.plugins.types import MethodSpecification
 

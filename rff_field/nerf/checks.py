@@ -25,7 +25,9 @@ def dataset_path(pipeline: object) -> Optional[Path]:
     return data if data is not None else getattr(getattr(datamanager, "dataparser", None), "data", None)
 
 
-def check_dataset(dataparser: object, data: Optional[Path], test_mode: TestMode, method: Optional[str]) -> Optional[Path]:
+def check_dataset(
+    dataparser: object, data: Optional[Path], test_mode: TestMode, method: Optional[str]
+) -> Optional[Path]:
     """Check ``data`` for the parsers whose layout is known; returns its first image (None for other parsers)."""
     if data is None:
         return None
@@ -35,14 +37,18 @@ def check_dataset(dataparser: object, data: Optional[Path], test_mode: TestMode,
     command = f"ns-train {method or '<method>'} [OPTIONS] {{}} --data {data}"
     if isinstance(dataparser, BlenderDataParserConfig):
         if (data / "transforms.json").exists() and not (data / "transforms_train.json").exists():
-            raise UsageError(f"{data} is a nerfstudio-data capture (transforms.json); run {command.format('nerfstudio-data')}")
+            raise UsageError(
+                f"{data} is a nerfstudio-data capture (transforms.json); run {command.format('nerfstudio-data')}"
+            )
         splits = ["train"] + (["val" if test_mode == "val" else "test"] if test_mode != "inference" else [])
         images = [_check_transforms(data / f"transforms_{split}.json", ("camera_angle_x",)) for split in splits]
         return images[0]
     if isinstance(dataparser, NerfstudioDataParserConfig):
         transforms = data if data.suffix == ".json" else data / "transforms.json"
         if not transforms.exists() and (data / "transforms_train.json").exists():
-            raise UsageError(f"{data} is a Blender-format scene (transforms_train.json); run {command.format('blender-data')}")
+            raise UsageError(
+                f"{data} is a Blender-format scene (transforms_train.json); run {command.format('blender-data')}"
+            )
         first = _check_transforms(transforms, ("fl_x", "fl_y", "cx", "cy", "w", "h"), dataparser.downscale_factor, 2)
         frames = len(json.loads(transforms.read_text())["frames"])
         if dataparser.eval_mode == "fraction" and frames - math.ceil(frames * dataparser.train_split_fraction) < 1:
@@ -63,7 +69,9 @@ def _check_transforms(path: Path, intrinsics: tuple[str, ...], downscale: Option
         frames = meta["frames"]
         assert isinstance(frames, list) and all(isinstance(frame, dict) for frame in frames)
     except (ValueError, KeyError, TypeError, AssertionError, UnicodeDecodeError):
-        raise UsageError(f"{path} is not a transforms file (JSON with a list of frames); fix or regenerate it") from None
+        raise UsageError(
+            f"{path} is not a transforms file (JSON with a list of frames); fix or regenerate it"
+        ) from None
     if len(frames) < least:
         raise UsageError(f"{path} lists {len(frames)} frame(s); training needs at least {least}")
     names = []
@@ -88,7 +96,9 @@ def _check_images(transforms: Path, images: list[Path]) -> Path:
             with Image.open(image) as opened:  # reads the header only
                 sizes[image] = opened.size
         except FileNotFoundError:
-            raise UsageError(f"{image}, listed in {transforms.name}, is missing; restore it or drop its frame") from None
+            raise UsageError(
+                f"{image}, listed in {transforms.name}, is missing; restore it or drop its frame"
+            ) from None
         except (UnidentifiedImageError, OSError):
             raise UsageError(f"{image}, listed in {transforms.name}, is not a readable image; replace it") from None
         if sizes[image] != sizes[images[0]]:

@@ -21,9 +21,8 @@ from torch import Tensor, nn
 from torch.nn import Parameter
 
 from rff_field.common.lpips import load_lpips
-from rff_field.core.filter import filter_parameters
-from rff_field.core.line_search import FilterLineSearch
-from rff_field.core.optim import FILTER_GROUP, LineSearchConfig, attach_line_search
+from rff_field.core.filter import FILTER_GROUP, filter_parameters
+from rff_field.core.line_search import FilterLineSearch, LineSearchConfig, attach_line_search
 
 FIELDS_GROUP = "fields"
 """The optimizer group of the fields (the INR); the filter's parameters move from it to ``filter``."""

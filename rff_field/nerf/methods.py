@@ -17,7 +17,7 @@ from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataPars
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
 from rff_field.core.embedding import EmbeddingConfig
-from rff_field.core.optim import FILTER_GROUP
+from rff_field.core.filter import FILTER_GROUP
 from rff_field.nerf.datamanager import SeededParallelDataManagerConfig
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.model import RFFNeRFModelConfig
@@ -33,11 +33,15 @@ LITE_STEPS = 10000
 def _group(lr: float, eps: float, lr_final: Optional[float], max_steps: int) -> dict:
     """An Adam group decayed exponentially to ``lr_final`` (float rates, so that checkpoints load with torch's
     ``weights_only``); None: no scheduler (the filter's, whose rate the line search sets)."""
-    scheduler = None if lr_final is None else FloatExponentialDecaySchedulerConfig(lr_final=lr_final, max_steps=max_steps)
+    scheduler = (
+        None if lr_final is None else FloatExponentialDecaySchedulerConfig(lr_final=lr_final, max_steps=max_steps)
+    )
     return {"optimizer": AdamOptimizerConfig(lr=lr, eps=eps), "scheduler": scheduler}
 
 
-def _trainer(method_name: str, lite: bool, pipeline: RFFPipelineConfig, optimizers: dict, **options) -> RFFTrainerConfig:
+def _trainer(
+    method_name: str, lite: bool, pipeline: RFFPipelineConfig, optimizers: dict, **options
+) -> RFFTrainerConfig:
     if lite:
         options.update(steps_per_eval_batch=250, steps_per_eval_image=1000, steps_per_eval_all_images=100000,
                        steps_per_save=1000, mixed_precision=False)  # fmt: skip
@@ -66,8 +70,9 @@ def rff_nerf_config(lite: bool = False) -> RFFTrainerConfig:
         "rff-nerf",
         lite,
         RFFPipelineConfig(
-            datamanager=VanillaDataManagerConfig(dataparser=BlenderDataParserConfig(), train_num_rays_per_batch=rays,
-                                                 eval_num_rays_per_batch=rays),
+            datamanager=VanillaDataManagerConfig(
+                dataparser=BlenderDataParserConfig(), train_num_rays_per_batch=rays, eval_num_rays_per_batch=rays
+            ),
             model=model,
         ),  # fmt: skip
         {FIELDS_GROUP: _group(5e-4, 1e-8, 5e-5, decay), FILTER_GROUP: _group(1e-3, 1e-8, None, 0)},
@@ -87,7 +92,7 @@ def rff_nerfacto_config(lite: bool = False) -> RFFTrainerConfig:
     if lite:
         model = RFFNerfactoModelConfig(
             embedding=EmbeddingConfig(encoding="pe", pe_bands="loglinear", num_frequencies=8, pe_scale=32.0,
-                                      filter_residual=True),
+                                      include_input=True, filter_residual=True),
             hidden_dim=64, base_num_layers=3, hidden_dim_color=64, appearance_embed_dim=16,
             num_proposal_samples_per_ray=(32, 16), num_nerf_samples_per_ray=16,
             proposal_net_args_list=[
@@ -100,8 +105,9 @@ def rff_nerfacto_config(lite: bool = False) -> RFFTrainerConfig:
                                                eval_num_rays_per_batch=512)  # fmt: skip
     else:
         model = RFFNerfactoModelConfig(eval_num_rays_per_chunk=1 << 15, average_init_density=0.01)
-        datamanager = SeededParallelDataManagerConfig(dataparser=NerfstudioDataParserConfig(),
-                                                      train_num_rays_per_batch=4096, eval_num_rays_per_batch=4096)  # fmt: skip
+        datamanager = SeededParallelDataManagerConfig(
+            dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=4096, eval_num_rays_per_batch=4096
+        )
     optimizers = {
         "proposal_networks": _group(1e-2, 1e-15, 1e-4, decay),
         FIELDS_GROUP: _group(1e-2, 1e-15, 1e-4, decay),

@@ -37,7 +37,9 @@ class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
 
     _target: Type = field(default_factory=lambda: RFFNeRFModel)
     embedding: EmbeddingConfig = field(
-        default_factory=lambda: EmbeddingConfig(encoding="pe", pe_bands="nerf-pytorch", num_frequencies=10)
+        default_factory=lambda: EmbeddingConfig(
+            encoding="pe", pe_bands="nerf-pytorch", num_frequencies=10, include_input=True
+        )
     )
     """The position embedding and its filter (nerf-pytorch's 10 bands; the filter's options apply to the direction
     embedding too when it is filtered)."""
@@ -77,11 +79,15 @@ class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
                                          "direction_num_frequencies", "eval_num_rays_per_chunk"),
                      prefix=MODEL_OPTION)  # fmt: skip
         if not all(0 < skip < self.base_mlp_num_layers - 1 for skip in self.skip_connections):
-            raise UsageError(f"{MODEL_OPTION}skip-connections {self.skip_connections} must lie in 1.."
-                             f"{self.base_mlp_num_layers - 2} (the density MLP has {self.base_mlp_num_layers} layers)")
+            raise UsageError(
+                f"{MODEL_OPTION}skip-connections {self.skip_connections} must lie in 1.."
+                f"{self.base_mlp_num_layers - 2} (the density MLP has {self.base_mlp_num_layers} layers)"
+            )
         near, far = (self.collider_params or {}).get("near_plane"), (self.collider_params or {}).get("far_plane")
         if self.enable_collider and not (near is not None and far is not None and 0 <= near < far):
-            raise UsageError(f"{MODEL_OPTION}collider-params needs 0 <= near_plane < far_plane, got {self.collider_params}")
+            raise UsageError(
+                f"{MODEL_OPTION}collider-params needs 0 <= near_plane < far_plane, got {self.collider_params}"
+            )
 
 
 class RFFNeRFModel(FilteredModelMixin, Model):
@@ -131,10 +137,9 @@ class RFFNeRFModel(FilteredModelMixin, Model):
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
         """Render the coarse and the fine field; ``rgb``, ``depth`` and ``accumulation`` are the fine ones."""
-        outputs = {}
-        samples = self.sampler_uniform(ray_bundle)
+        outputs, samples, weights = {}, self.sampler_uniform(ray_bundle), None
         for level, field_ in (("coarse", self.field_coarse), ("fine", self.field_fine)):
-            if level == "fine":
+            if weights is not None:
                 samples = self.sampler_pdf(ray_bundle, samples, weights)
             field_outputs = field_.forward(samples)
             weights = samples.get_weights(field_outputs[FieldHeadNames.DENSITY])

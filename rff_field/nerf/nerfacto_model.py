@@ -57,7 +57,8 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
 
     _target: Type = field(default_factory=lambda: RFFNerfactoModel)
     embedding: EmbeddingConfig = field(default_factory=lambda: EmbeddingConfig(
-        encoding="pe", pe_bands="loglinear", num_frequencies=12, pe_scale=64.0, filter_residual=True))  # fmt: skip
+        encoding="pe", pe_bands="loglinear", num_frequencies=12, pe_scale=64.0, include_input=True,
+        filter_residual=True))  # fmt: skip
     """The embedding of the contracted position and its filter; residual, (1 + f(gamma)) * gamma, by default: with
     the paper's f(gamma) * gamma a capture with surroundings often ended in a blurred average (docs/nerf.md)."""
     base_num_layers: int = 4
@@ -91,19 +92,21 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
         defaults = NerfactoModelConfig()
         for name in HASH_GRID_OPTIONS:
             if getattr(self, name) != getattr(defaults, name):
-                raise UsageError(f"{MODEL_OPTION}{name.replace('_', '-')} does not apply to rff-nerfacto's Fourier "
-                                 f"field (it has no hash grid); see {MODEL_OPTION}embedding.num-frequencies")  # fmt: skip
-        check_fields(self, positive_int=("hidden_dim", "base_num_layers", "hidden_dim_color", "num_proposal_iterations",
-                                         "num_nerf_samples_per_ray", "coarse_nerf_samples_per_ray",
-                                         "eval_num_rays_per_chunk"),
+                option = MODEL_OPTION + name.replace("_", "-")
+                raise UsageError(f"{option} does not apply to rff-nerfacto's Fourier field (it has no hash grid); see "
+                                 f"{MODEL_OPTION}embedding.num-frequencies")  # fmt: skip
+        check_fields(self, positive_int=("hidden_dim", "base_num_layers", "hidden_dim_color", "eval_num_rays_per_chunk",
+                                         "num_proposal_iterations", "num_nerf_samples_per_ray",
+                                         "coarse_nerf_samples_per_ray"),
                      non_negative_int=("coarse_sampling_steps",), positive=("far_plane", "average_init_density"),
                      non_negative=("near_plane", "distortion_loss_mult", "interlevel_loss_mult"),
                      prefix=MODEL_OPTION)  # fmt: skip
         for name in ("num_proposal_samples_per_ray", "coarse_proposal_samples_per_ray"):
             counts = getattr(self, name)
             if len(counts) < self.num_proposal_iterations or min(counts) < 1:
-                raise UsageError(f"{MODEL_OPTION}{name.replace('_', '-')} {' '.join(map(str, counts))} needs a positive "
-                                 f"count for each of the {self.num_proposal_iterations} proposal iterations")  # fmt: skip
+                option = f"{MODEL_OPTION}{name.replace('_', '-')} {' '.join(map(str, counts))}"
+                raise UsageError(f"{option} needs a positive count for each of the {self.num_proposal_iterations} "
+                                 "proposal iterations")  # fmt: skip
         if self.near_plane >= self.far_plane:
             raise UsageError(f"{MODEL_OPTION}near-plane {self.near_plane} must lie below far-plane {self.far_plane}")
 

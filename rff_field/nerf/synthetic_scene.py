@@ -26,7 +26,7 @@ import numpy as np
 from jaxtyping import Float
 from PIL import Image
 
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
 
 CAMERA_ANGLE_X = 0.6911112070083618
 """Horizontal field of view of the NeRF synthetic scenes (radians)."""
@@ -222,23 +222,27 @@ def render_view(
 
 @dataclass
 class SceneSpec:
-    """What to generate.
-
-    Args:
-        image_size: Width and height of every image (pixels).
-        num_train: Training views (random, upper part of the sphere).
-        num_val: Validation views.
-        num_test: Test views (an orbit at 30 degrees elevation).
-        seed: Seed of the training and validation poses.
-        supersample: Rays per pixel side (anti-aliasing).
-    """
+    """What :func:`write_blender_scene` generates."""
 
     image_size: int = 64
-    num_train: int = 50
-    num_val: int = 4
-    num_test: int = 8
+    """Width and height of every image (pixels)."""
+    num_train_views: int = 50
+    """Training views (random, upper part of the sphere)."""
+    num_val_views: int = 4
+    """Validation views."""
+    num_test_views: int = 8
+    """Test views (an orbit at 30 degrees elevation)."""
     seed: int = 0
+    """Seed of the training and validation poses."""
     supersample: int = 3
+    """Rays per pixel side (anti-aliasing)."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for sizes or counts that make no scene."""
+        check_fields(self, positive_int=("num_train_views", "num_val_views", "num_test_views", "supersample"),
+                     non_negative_int=("seed",))  # fmt: skip
+        if self.image_size < 8:
+            raise UsageError(f"--image-size must be at least 8, got {self.image_size}")
 
 
 def scene_poses(spec: SceneSpec) -> dict:
@@ -251,8 +255,8 @@ def scene_poses(spec: SceneSpec) -> dict:
         elevation = np.degrees(np.arcsin(rng.uniform(math.sin(math.radians(-10)), math.sin(math.radians(75)), n)))
         return [orbit_pose(a, e) for a, e in zip(azimuth, elevation)]
 
-    test = [orbit_pose(15 + 360 * i / spec.num_test, 30.0) for i in range(spec.num_test)]
-    return {"train": random_poses(spec.num_train), "val": random_poses(spec.num_val), "test": test}
+    test = [orbit_pose(15 + 360 * i / spec.num_test_views, 30.0) for i in range(spec.num_test_views)]
+    return {"train": random_poses(spec.num_train_views), "val": random_poses(spec.num_val_views), "test": test}
 
 
 def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progress: bool = False) -> Path:
@@ -269,8 +273,6 @@ def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progres
     output_dir = Path(output_dir)
     if output_dir.exists() and any(output_dir.iterdir()):
         raise UsageError(f"{output_dir} is not empty; choose a new folder for the generated scene")
-    if spec.image_size < 4 or min(spec.num_train, spec.num_val, spec.num_test) < 1:
-        raise UsageError(f"need image_size >= 4 and at least one view per split, got {spec}")
     poses = scene_poses(spec)
     jobs = [(split, i, pose) for split, split_poses in poses.items() for i, pose in enumerate(split_poses)]
     from rich.progress import track
@@ -340,23 +342,30 @@ def cast_rays_unbounded(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"])
 
 @dataclass
 class CaptureSpec:
-    """What :func:`write_nerfstudio_capture` generates.
-
-    Args:
-        image_size: Width and height of every image (pixels).
-        num_views: Photos (nerfstudio's parser holds out one in ten for evaluation: ``ns-train`` needs 10).
-        distance_min: Nearest camera distance from the origin.
-        distance_max: Farthest camera distance.
-        seed: Seed of the camera positions.
-        supersample: Rays per pixel side (anti-aliasing).
-    """
+    """What :func:`write_nerfstudio_capture` generates."""
 
     image_size: int = 64
+    """Width and height of every image (pixels)."""
     num_views: int = 40
+    """Photos (nerfstudio's parser holds out one in ten for evaluation: ns-train needs 10)."""
     distance_min: float = 2.5
+    """Nearest camera distance from the origin."""
     distance_max: float = 4.5
+    """Farthest camera distance."""
     seed: int = 0
+    """Seed of the camera positions."""
     supersample: int = 3
+    """Rays per pixel side (anti-aliasing)."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for sizes, counts or distances that make no capture ns-train can read."""
+        check_fields(self, positive_int=("supersample",), non_negative_int=("seed",))
+        if self.image_size < 8 or self.num_views < 10:
+            raise UsageError(f"--image-size must be at least 8 and --num-views at least 10 (ns-train holds one in ten "
+                             f"out), got {self.image_size} and {self.num_views}")  # fmt: skip
+        if not 0 < self.distance_min <= self.distance_max < math.inf:
+            raise UsageError(f"need 0 < --distance-min <= --distance-max < inf, got {self.distance_min} and "
+                             f"{self.distance_max}")  # fmt: skip
 
 
 def capture_poses(spec: CaptureSpec) -> List[Array]:
@@ -382,8 +391,6 @@ def write_nerfstudio_capture(output_dir: Path, spec: CaptureSpec = CaptureSpec()
     output_dir = Path(output_dir)
     if output_dir.exists() and any(output_dir.iterdir()):
         raise UsageError(f"{output_dir} is not empty; choose a new folder for the generated capture")
-    if spec.image_size < 4 or spec.num_views < 2 or not 0 < spec.distance_min <= spec.distance_max:
-        raise UsageError(f"need image_size >= 4, at least two views and 0 < distance_min <= distance_max, got {spec}")
     from rich.progress import track
 
     (output_dir / "images").mkdir(parents=True, exist_ok=True)

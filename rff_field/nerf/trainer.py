@@ -13,7 +13,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Type
+from typing import Literal, Type
 
 import torch
 from nerfstudio.configs.base_config import MachineConfig
@@ -47,20 +47,23 @@ class RFFTrainerConfig(TrainerConfig):
     machine: RFFMachineConfig = field(default_factory=RFFMachineConfig)
     """Machine configuration"""
 
-    def prepare(self) -> None:
-        """Choose the device and the options left to the data (with a one-line notice where it matters), then check
-        options and data; raises :class:`UsageError`."""
+    def prepare(self) -> list[str]:
+        """Choose the device and the options left to the data, then check options and data; returns notices of the
+        choices a user should know of. Raises :class:`UsageError`."""
+        notices = []
+        if self.data is not None:  # ns-train's --data, as its main sets it just before
+            self.pipeline.datamanager.data = self.data
         if self.machine.device_type == "auto":
             self.machine.device_type = "cuda" if torch.cuda.is_available() else "cpu"
             if self.machine.device_type == "cpu":
-                notice(f"no CUDA device here: {self.method_name} trains on the CPU (--machine.device-type)")
+                notices.append(f"no CUDA device: {self.method_name} trains on the CPU")
         elif self.machine.device_type == "cuda" and not torch.cuda.is_available():
             raise UsageError("--machine.device-type cuda: CUDA is not available here; pass --machine.device-type cpu")
         elif self.machine.device_type == "mps" and not torch.backends.mps.is_available():
             raise UsageError("--machine.device-type mps: MPS is not available here; pass --machine.device-type cpu")
         chosen = choose_by_data(self.pipeline)
         if chosen:
-            notice(f"{self.method_name} on a Blender scene (an object in a void): {chosen}")
+            notices.append(f"{self.method_name} on a Blender scene (an object in a void): {chosen}")
         check_pipeline(self.pipeline, "val", self.method_name)
         check_fields(self, positive_int=("max_num_iterations",))
         if not 0 <= self.machine.seed < 2**32:  # numpy's seeds (nerfstudio seeds numpy)
@@ -75,17 +78,15 @@ class RFFTrainerConfig(TrainerConfig):
                 f"{self.get_base_dir()} holds an earlier run's checkpoints; pass --load-dir {self.get_checkpoint_dir()}"
                 " to continue it, or another --timestamp or --experiment-name"
             )
+        return notices
 
     def print_to_terminal(self) -> None:
         # ns-train calls this just before it saves config.yml, which then holds the choices made here
         with usage_errors_exit():
-            self.prepare()
+            notices = self.prepare()
+        for notice in notices:
+            CONSOLE.print(f"[yellow]Notice: {notice}[/yellow]", soft_wrap=True, highlight=False)
         super().print_to_terminal()
-
-
-def notice(message: str) -> None:
-    """One line on nerfstudio's console."""
-    CONSOLE.print(f"[yellow]Notice: {message}[/yellow]", soft_wrap=True, highlight=False)
 
 
 class RFFTrainer(Trainer):
@@ -161,7 +162,11 @@ class RFFTrainer(Trainer):
         finite = bool(torch.stack([torch.isfinite(p).all() for p in params]).all()) if params else True
         if first_bad >= 0 or not finite:
             what = f"the loss became non-finite at step {first_bad}" if first_bad >= 0 else "a parameter is non-finite"
-            self.stop(f"training diverged: {what}; try {self.rate_hints(filter_too=True)}")
+            saved = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
+            kept = (
+                f"the last checkpoint, {saved[-1].name}, holds finite values" if saved else "no checkpoint was written"
+            )
+            self.stop(f"training diverged: {what}; try {self.rate_hints(filter_too=True)}; {kept}")
         if empty_steps >= COLLAPSE_STEPS:
             self.stop(
                 f"training collapsed: the density is zero along every training ray for the last {empty_steps} steps "
@@ -175,14 +180,13 @@ class RFFTrainer(Trainer):
         hints = []
         for name, group in self.config.optimizers.items():
             if name == "fields" or filter_too and not (name == "filter" and line_search and line_search.enabled):
-                hints.append(f"a lower --optimizers.{name.replace('_', '-')}.optimizer.lr (now {group['optimizer'].lr:g})")
+                hints.append(
+                    f"a lower --optimizers.{name.replace('_', '-')}.optimizer.lr (now {group['optimizer'].lr:g})"
+                )
         if filter_too and line_search is not None and line_search.enabled and "filter" in self.config.optimizers:
             hints.append(f"a lower --pipeline.model.line-search.lr-max (now {line_search.lr_max:g})")
         return ", ".join(hints) or "a lower learning rate"
 
     def stop(self, message: str) -> None:
-        saved = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
-        kept = f"the last checkpoint, {saved[-1].name}, holds finite values" if saved else "no checkpoint was written"
         self.shutdown()
-        raise TrainingDiverged(f"{message}; {kept}")
-
+        raise TrainingDiverged(message)

@@ -5,33 +5,15 @@ from __future__ import annotations
 
 import copy
 import random
-import re
-import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 from nerfstudio.utils import profiler, writer
+from nerfstudio.utils.rich_utils import CONSOLE
 
 from rff_field.nerf.trainer import RFFTrainer, RFFTrainerConfig
-
-NOISY_WARNINGS = (
-    "`torch.jit.script` is deprecated",
-    "Using a non-tuple sequence for multidimensional indexing",
-    "`torch.cuda.amp.GradScaler",
-    "Converting a tensor with requires_grad=True to a scalar",
-    "Importing `spectral_angle_mapper`",
-    "`torch.cuda.amp.custom_fwd(args...)` is deprecated",
-    "`torch.cuda.amp.custom_bwd(args...)` is deprecated",
-)
-"""Warnings nerfstudio 1.1.5 raises with recent torch, on import or every step; nothing for a user to act on."""
-
-
-def quiet_known_warnings() -> None:
-    """Hide :data:`NOISY_WARNINGS` in this process (the package's own commands call it; other warnings show)."""
-    for message in NOISY_WARNINGS:
-        warnings.filterwarnings("ignore", message=".*" + re.escape(message))
 
 
 def run_config(base: RFFTrainerConfig, data: Path, output_dir: Path, steps: int, experiment_name: Optional[str] = None):
@@ -68,7 +50,8 @@ def train_in_process(config: RFFTrainerConfig, on_setup: Optional[Callable[[RFFT
     for log in (writer.EVENT_WRITERS, writer.EVENT_STORAGE, writer.GLOBAL_BUFFER, profiler.PROFILER):
         log.clear()  # nerfstudio keeps an earlier run's writers in module globals
     config.set_timestamp()
-    config.prepare()
+    for notice in config.prepare():
+        CONSOLE.print(f"[yellow]Notice: {notice}[/yellow]", soft_wrap=True, highlight=False)
     config.save_config()
     random.seed(config.machine.seed)
     np.random.seed(config.machine.seed)
