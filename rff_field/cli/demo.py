@@ -37,7 +37,7 @@ class Demo:
     embedding: EmbeddingConfig = field(
         default_factory=lambda: EmbeddingConfig(pe_bands="nerf-pytorch", num_frequencies=10, include_input=True)
     )
-    """rff-nerf-lite's position embedding and its filter (--embedding.filtered False: the MLP+PE baseline)."""
+    """rff-nerf-lite's position embedding and its filter (--embedding.no-filtered: the MLP+PE baseline)."""
     mesh_resolution: int = 128
     """Grid points per side of the mesh."""
     mesh_threshold: float = 10.0

@@ -64,7 +64,7 @@ class NerfBench:
             except UsageError as err:
                 raise UsageError(f"variant {variant.label!r}: {err}") from None
         protocol = {"data": str(self.data.resolve()), "steps": self.steps, "scale": self.scale, "seed": self.seed,
-                    "eval_views": self.eval_views, "variants": list(self.variants)}  # fmt: skip
+                    "eval_views": self.eval_views}  # fmt: skip
         return run_bench(self.out, [self.data.name], variants, self.run_job, protocol, COLUMNS, self.shard)
 
     def trainer_config(self, variant: Variant, folder: Path):
@@ -111,13 +111,11 @@ class NerfBench:
         seconds = time.perf_counter() - trained["start"]  # the steps (and the last checkpoint), not the setup
         model = trained["model"]
         filter_params, others = split_filter_parameters(model)
-        search = model.line_search if hasattr(model, "line_search") else None
-        rates = search.records[:, 3] if search is not None else torch.zeros(0)
+        rates = model.line_search.records[:, 3] if model.line_search is not None else torch.zeros(0)
         _, pipeline, _ = load_pipeline(config_path, test_mode="test")
         metrics = evaluate_views(pipeline, job.folder, max_views=self.eval_views)
         result = {**metrics["mean"], "method": job.variant.preset, "options": dict(job.variant.options),
-                  "steps": config.max_num_iterations,
-                  "train_seconds": seconds, "seconds_per_step": seconds / config.max_num_iterations,
+                  "steps": config.max_num_iterations, "seconds_per_step": seconds / config.max_num_iterations,
                   "params_inr": sum(p.numel() for p in others), "params_filter": sum(p.numel() for p in filter_params),
                   "filter_lr_at_max": float((rates >= model.config.line_search.lr_max).float().mean())
                   if len(rates) else None, "config": str(config_path)}  # fmt: skip

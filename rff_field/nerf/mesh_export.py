@@ -119,25 +119,11 @@ def density_mesh(
     device: torch.device | str = "cpu",
     report: Callable[[str], None] = print,
 ) -> trimesh.Trimesh:
-    """The ``threshold`` level set of the field's density over a box in ``frame``'s coordinates (where the mesh
-    is), coloured by the field seen from outside.
-
-    Args:
-        field: The NeRF field (nerfstudio's ``density_fn`` and forward).
-        frame: The output frame.
-        bbox_min: Lower corner of the box, in the output frame.
-        bbox_max: Upper corner of the box, in the output frame.
-        resolution: Grid points per side.
-        threshold: Density of the surface.
-        min_component: Drop connected pieces with fewer than this share of the triangles (0: keep all).
-        up: The cameras' mean up in the output frame: cut the ground below the box's centre (None: keep it).
-        batch_size: Points per forward pass.
-        device: Where the field runs.
-        report: Prints the density range seen and what was cut.
-
-    Raises:
-        UsageError: The density does not cross ``threshold`` in the box.
-    """
+    """The ``threshold`` level set of the field's density over a box of ``resolution`` points a side, in the output
+    ``frame``'s coordinates, without the connected pieces holding less than ``min_component`` of the triangles and,
+    given the cameras' ``up`` (in that frame), without the ground (:func:`cut_ground`); coloured by the field seen
+    from outside. ``report`` prints the density range seen and what was cut; a level the density does not cross
+    raises :class:`UsageError`."""
     rotation = torch.as_tensor(frame.rotation, dtype=torch.float32, device=device)
     translation = torch.as_tensor(frame.translation, dtype=torch.float32, device=device)
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, List, Literal, Tuple, Type
 
 import torch
-from jaxtyping import Float
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes
 from nerfstudio.field_components.field_heads import FieldHeadNames
@@ -176,25 +175,13 @@ class RFFNeRFModel(FilteredModelMixin, Model):
     ) -> Tuple[Dict[str, float], Dict[str, Tensor]]:
         """PSNR and SSIM of the fine rendering (LPIPS when available), coarse PSNR, and comparison images."""
         image = self.renderer_rgb.blend_background(batch["image"].to(outputs["rgb"].device))
-        near_far = self.config.collider_params or {}
-        images = {
-            "img": torch.cat([image, outputs["rgb_coarse"], outputs["rgb_fine"]], dim=1),
-            "accumulation": torch.cat([colormaps.apply_colormap(outputs[f"accumulation_{lv}"])
-                                       for lv in ("coarse", "fine")], dim=1),
-            "depth": torch.cat([colormaps.apply_depth_colormap(outputs[f"depth_{lv}"],
-                                                               accumulation=outputs[f"accumulation_{lv}"],
-                                                               near_plane=near_far.get("near_plane"),
-                                                               far_plane=near_far.get("far_plane"))
-                                for lv in ("coarse", "fine")], dim=1),
-        }  # fmt: skip
-        gt, coarse, fine = (_to_nchw(x) for x in (image, outputs["rgb_coarse"], outputs["rgb_fine"]))
+        depth = colormaps.apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"])
+        images = {"img": torch.cat([image, outputs["rgb_coarse"], outputs["rgb_fine"]], dim=1), "depth": depth,
+                  "accumulation": colormaps.apply_colormap(outputs["accumulation"])}  # fmt: skip
+        gt, coarse, fine = (torch.moveaxis(x, -1, 0)[None] for x in (image, outputs["rgb_coarse"], outputs["rgb_fine"]))
         metrics = {"psnr": float(self.psnr(gt, fine)), "ssim": float(self.ssim(gt, fine)),  # type: ignore[arg-type]
                    "coarse_psnr": float(self.psnr(gt, coarse))}  # fmt: skip
         lpips = self.lpips_metric()
         if lpips is not None:
             metrics["lpips"] = float(lpips(gt.clamp(0, 1), fine.clamp(0, 1)))
         return metrics, images
-
-
-def _to_nchw(image: Float[Tensor, "H W 3"]) -> Float[Tensor, "1 3 H W"]:
-    return torch.moveaxis(image, -1, 0)[None, ...]

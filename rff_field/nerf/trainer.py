@@ -22,6 +22,8 @@ from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from rff_field.core.errors import DIVERGED_EXIT_STATUS, TrainingDiverged, UsageError, check_fields
+from rff_field.core.filter import FILTER_GROUP
+from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.pipeline import check_pipeline, choose_by_data, usage_errors_exit
 
 COLLAPSE_STEPS = 100
@@ -98,8 +100,8 @@ class RFFTrainer(Trainer):
     """
 
     config: RFFTrainerConfig
-    interrupted: bool = False
-    """Whether Ctrl-C ended training early (its checkpoint is saved)."""
+    interrupted = False  # whether Ctrl-C ended training early (its checkpoint is saved)
+    _first_bad = _empty_steps = None  # on the device: the first step with a non-finite loss, the empty steps in a row
 
     def train(self) -> None:
         """Train; a divergence or collapse prints one line and exits with status 3 (what ``ns-train`` runs)."""
@@ -112,7 +114,6 @@ class RFFTrainer(Trainer):
     def train_checked(self) -> None:
         """Train; raises :class:`TrainingDiverged`. The first Ctrl-C ends training after its step, with a checkpoint
         as at the end (``--load-dir`` goes on from it); a second one stops at once."""
-        self._first_bad = self._empty_steps = None
         previous = signal.getsignal(signal.SIGINT)
         watch = threading.current_thread() is threading.main_thread() and previous is not signal.SIG_IGN
 
@@ -159,33 +160,28 @@ class RFFTrainer(Trainer):
             return
         first_bad, empty_steps = (int(value) for value in torch.stack([self._first_bad, self._empty_steps]).tolist())
         params = list(self.pipeline.model.parameters()) if parameters and first_bad < 0 else []
-        finite = bool(torch.stack([torch.isfinite(p).all() for p in params]).all()) if params else True
-        if first_bad >= 0 or not finite:
+        if first_bad >= 0 or (params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all())):
             what = f"the loss became non-finite at step {first_bad}" if first_bad >= 0 else "a parameter is non-finite"
             saved = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
-            kept = (
-                f"the last checkpoint, {saved[-1].name}, holds finite values" if saved else "no checkpoint was written"
-            )
-            self.stop(f"training diverged: {what}; try {self.rate_hints(filter_too=True)}; {kept}")
+            kept = f"the last checkpoint, {saved[-1].name}, holds finite values" if saved else "none was saved"
+            self.stop(f"training diverged: {what}; try {self.rate_hints(list(self.config.optimizers))}; {kept}")
         if empty_steps >= COLLAPSE_STEPS:
-            self.stop(
-                f"training collapsed: the density is zero along every training ray for the last {empty_steps} steps "
-                f"(step {step}), so the loss sits at the background; try {self.rate_hints(filter_too=False)}"
-            )
+            hints = self.rate_hints([FIELDS_GROUP])
+            self.stop(f"training collapsed: the density is zero along every training ray for the last {empty_steps} "
+                      f"steps (step {step}), the loss sits at the background; try {hints}")  # fmt: skip
 
-    def rate_hints(self, filter_too: bool) -> str:
-        """The learning rates to lower, with their values: the fields' (the density's), and with ``filter_too`` the
-        other groups' (for the filter: its line search's bound, when it sets the rate)."""
-        line_search = getattr(self.pipeline.model.config, "line_search", None)
+    def rate_hints(self, groups: list[str]) -> str:
+        """Lower rates of the optimizer ``groups`` to try, with their values (the filter's: its line search's bound
+        when that sets its rate)."""
+        search = self.pipeline.model.config.line_search
         hints = []
-        for name, group in self.config.optimizers.items():
-            if name == "fields" or filter_too and not (name == "filter" and line_search and line_search.enabled):
-                hints.append(
-                    f"a lower --optimizers.{name.replace('_', '-')}.optimizer.lr (now {group['optimizer'].lr:g})"
-                )
-        if filter_too and line_search is not None and line_search.enabled and "filter" in self.config.optimizers:
-            hints.append(f"a lower --pipeline.model.line-search.lr-max (now {line_search.lr_max:g})")
-        return ", ".join(hints) or "a lower learning rate"
+        for name in groups:
+            if name == FILTER_GROUP and search.enabled:
+                hints.append(f"a lower --pipeline.model.line-search.lr-max (now {search.lr_max:g})")
+            else:
+                lr = self.config.optimizers[name]["optimizer"].lr
+                hints.append(f"a lower --optimizers.{name.replace('_', '-')}.optimizer.lr (now {lr:g})")
+        return ", ".join(hints)
 
     def stop(self, message: str) -> None:
         self.shutdown()

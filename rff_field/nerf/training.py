@@ -68,5 +68,5 @@ def train_in_process(config: RFFTrainerConfig, on_setup: Optional[Callable[[RFFT
             if getattr(event_writer, "tb_writer", None) is not None:
                 event_writer.tb_writer.close()
     if trainer.interrupted:
-        raise KeyboardInterrupt(f"interrupted after step {trainer.step}; its checkpoint is in {trainer.checkpoint_dir}")
+        raise KeyboardInterrupt(f"interrupted at step {trainer.step}; its checkpoint is in {trainer.checkpoint_dir}")
     return config.get_base_dir() / "config.yml"

@@ -59,3 +59,18 @@ def test_export_mesh_meshes_the_region_the_cameras_look_at_and_prints_the_densit
         mesh = trimesh.load(out, process=False)
         assert len(mesh.faces) > 0 and mesh.visual.vertex_colors.shape == (len(mesh.vertices), 4)
         assert (mesh.vertices >= np.asarray(low) - 1e-5).all() and (mesh.vertices <= np.asarray(high) + 1e-5).all()
+
+
+def test_the_proposal_grids_faster_torch_path_computes_nerfstudios_encoding():
+    from nerfstudio.field_components.encodings import HashEncoding
+
+    from rff_field.nerf.hash_grid import ProposalDensityField, TorchHashEncoding
+
+    torch.manual_seed(0)
+    field = ProposalDensityField(torch.tensor([[-1.0] * 3, [1.0] * 3]), num_levels=5, max_res=64,
+                                 log2_hashmap_size=12, implementation="torch")  # fmt: skip
+    assert type(field.encoding) is TorchHashEncoding and field.mlp_base[0] is field.encoding
+    theirs = HashEncoding(num_levels=5, max_res=64, log2_hashmap_size=12, implementation="torch")
+    theirs.load_state_dict(field.encoding.state_dict())
+    points = torch.rand(1000, 3)
+    assert torch.allclose(field.encoding(points), theirs(points), atol=1e-6)
