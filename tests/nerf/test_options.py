@@ -59,8 +59,8 @@ def test_on_a_blender_scene_rff_nerfacto_chooses_an_object_in_a_void_unless_told
     config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", "--data", capture, tmp_path=tmp_path)
     assert not any("Blender" in notice for notice in config.prepare())
     model = config.pipeline.model
-    assert (model.background_color, model.camera_optimizer.mode, model.coarse_sampling_steps) == ("last_sample",
-                                                                                                    "SO3xR3", 0)  # fmt: skip
+    chosen = (model.background_color, model.camera_optimizer.mode, model.coarse_sampling_steps)
+    assert chosen == ("last_sample", "SO3xR3", 0)
 
 
 BAD_OPTIONS = [

@@ -48,12 +48,13 @@ def crossing(field, low, high) -> float:
 def test_export_mesh_meshes_the_region_the_cameras_look_at_and_prints_the_density_range(trained, tmp_path, capsys):
     _, pipeline, _ = load_pipeline(trained["config_path"])
     box = pipeline.model.scene_box.aabb.numpy()  # cameras at distance 4 around the origin: half of it, cut to this
-    for low, high, extra in ((box[0], box[1], []), ([-0.5] * 3, [0.5] * 3, ["--bbox-min", *["-0.5"] * 3,
-                                                                               "--bbox-max", *["0.5"] * 3])):  # fmt: skip
+    inner = ["--bbox-min", "-0.5", "-0.5", "-0.5", "--bbox-max", "0.5", "0.5", "0.5"]
+    for low, high, extra in ((box[0], box[1], []), ([-0.5] * 3, [0.5] * 3, inner)):
         threshold = crossing(pipeline.model.field_fine, low, high)
         out = tmp_path / f"mesh{len(extra)}.ply"
         export_mesh.entrypoint(["--load-config", str(trained["config_path"]), "--output-path", str(out),
-                                "--resolution", "24", "--threshold", str(threshold), "--min-component", "0", *extra])  # fmt: skip
+                                "--resolution", "24", "--threshold", str(threshold), "--min-component", "0",
+                                *extra])  # fmt: skip
         printed = capsys.readouterr().out
         assert "density in the box:" in printed and f"--threshold {threshold:g}" in printed
         mesh = trimesh.load(out, process=False)
