@@ -106,19 +106,9 @@ class ExportMesh:
         frame_name = "nerfstudio's normalised" if self.nerfstudio_frame else "the data's"
         CONSOLE.print(f"Meshing the box {np.round(bbox_min, 3).tolist()} to {np.round(bbox_max, 3).tolist()} "
                       f"({frame_name} coordinates)", highlight=False)  # fmt: skip
-        mesh = density_mesh(
-            field,
-            frame,
-            bbox_min,
-            bbox_max,
-            self.resolution,
-            self.threshold,
-            self.min_component,
-            up=None if self.keep_ground else up,
-            batch_size=self.batch_size,
-            device=model.device,
-            report=lambda line: CONSOLE.print(line, highlight=False),
-        )
+        mesh = density_mesh(field, frame, bbox_min, bbox_max, self.resolution, self.threshold, self.min_component,
+                            up=None if self.keep_ground else up, batch_size=self.batch_size, device=model.device,
+                            report=lambda line: CONSOLE.print(line, highlight=False))  # fmt: skip
         path = write_mesh(mesh, self.output_path, overwrite=self.overwrite)
         CONSOLE.print(f"Wrote {path}: {len(mesh.vertices)} vertices, {len(mesh.faces)} triangles (checkpoint of step "
                       f"{step})", highlight=False)  # fmt: skip

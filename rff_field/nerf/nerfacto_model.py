@@ -86,7 +86,7 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     or torch. The embedding and the filter are always torch."""
 
     def check(self) -> None:
-        """Raise :class:`UsageError` for options the model cannot be built with."""
+        """Raise :class:`UsageError` for options of this config (not nerfacto's) the model cannot be built with."""
         self.embedding.check(prefix=MODEL_OPTION + "embedding.")
         self.line_search.check(prefix=MODEL_OPTION + "line-search.")
         defaults = NerfactoModelConfig()
@@ -95,20 +95,13 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
                 option = MODEL_OPTION + name.replace("_", "-")
                 raise UsageError(f"{option} does not apply to rff-nerfacto's Fourier field (it has no hash grid); see "
                                  f"{MODEL_OPTION}embedding.num-frequencies")  # fmt: skip
-        check_fields(self, positive_int=("hidden_dim", "base_num_layers", "hidden_dim_color", "eval_num_rays_per_chunk",
-                                         "num_proposal_iterations", "num_nerf_samples_per_ray",
-                                         "coarse_nerf_samples_per_ray"),
-                     non_negative_int=("coarse_sampling_steps",), positive=("far_plane", "average_init_density"),
-                     non_negative=("near_plane", "distortion_loss_mult", "interlevel_loss_mult"),
-                     prefix=MODEL_OPTION)  # fmt: skip
-        for name in ("num_proposal_samples_per_ray", "coarse_proposal_samples_per_ray"):
-            counts = getattr(self, name)
-            if len(counts) < self.num_proposal_iterations or min(counts) < 1:
-                option = f"{MODEL_OPTION}{name.replace('_', '-')} {' '.join(map(str, counts))}"
-                raise UsageError(f"{option} needs a positive count for each of the {self.num_proposal_iterations} "
-                                 "proposal iterations")  # fmt: skip
-        if self.near_plane >= self.far_plane:
-            raise UsageError(f"{MODEL_OPTION}near-plane {self.near_plane} must lie below far-plane {self.far_plane}")
+        check_fields(self, positive_int=("hidden_dim", "base_num_layers", "coarse_nerf_samples_per_ray"),
+                     non_negative_int=("coarse_sampling_steps",), prefix=MODEL_OPTION)  # fmt: skip
+        counts = self.coarse_proposal_samples_per_ray
+        if len(counts) < self.num_proposal_iterations or min(counts) < 1:
+            option = f"{MODEL_OPTION}coarse-proposal-samples-per-ray {' '.join(map(str, counts))}"
+            raise UsageError(f"{option} needs a positive count for each of the {self.num_proposal_iterations} "
+                             "proposal iterations")  # fmt: skip
 
     def sample_counts(self, step: int) -> Tuple[Tuple[int, ...], int]:
         """Proposal samples per ray (per iteration) and field samples per ray at training ``step``."""

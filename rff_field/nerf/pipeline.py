@@ -48,9 +48,7 @@ def choose_by_data(config: VanillaPipelineConfig) -> str:
 
 def check_pipeline(config: VanillaPipelineConfig, test_mode: TestMode, method: Optional[str] = None) -> None:
     """Raise :class:`UsageError` for model or data-manager options, or a dataset, that cannot work."""
-    check = getattr(config.model, "check", None)
-    if check is not None:
-        check()
+    config.model.check()
     datamanager = config.datamanager
     check_fields(datamanager, positive_int=("train_num_rays_per_batch", "eval_num_rays_per_batch"),
                  prefix="--pipeline.datamanager.")  # fmt: skip
@@ -72,15 +70,7 @@ class RFFPipelineConfig(VanillaPipelineConfig):
 class RFFPipeline(VanillaPipeline):
     """A ``VanillaPipeline`` that chooses the options left to the data, stops with one line for a dataset it cannot
     read (``ns-eval`` and the like read a run's dataset again) and refuses a checkpoint with non-finite values.
-
-    Args:
-        config: The pipeline's configuration.
-        device: Where the model and the data go.
-        test_mode: Which splits to load ('val', 'test' or 'inference').
-        world_size: Number of processes.
-        local_rank: Rank of this process.
-        grad_scaler: The trainer's gradient scaler.
-    """
+    Its arguments are ``VanillaPipeline``'s."""
 
     def __init__(
         self,

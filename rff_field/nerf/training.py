@@ -17,15 +17,8 @@ from rff_field.nerf.trainer import RFFTrainer, RFFTrainerConfig
 
 
 def run_config(base: RFFTrainerConfig, data: Path, output_dir: Path, steps: int, experiment_name: Optional[str] = None):
-    """A copy of ``base`` for ``data`` without viewer (tensorboard logs), saving its checkpoint at the end only.
-
-    Args:
-        base: A method's trainer config (``rff_field.nerf.methods``).
-        data: The dataset.
-        output_dir: Where the run folder goes (``output_dir/experiment/method/timestamp``).
-        steps: Training steps.
-        experiment_name: Run name (default: the data folder's name).
-    """
+    """A copy of a method's config ``base`` training ``steps`` steps on ``data``, written under ``output_dir``
+    (``experiment_name/method/timestamp``), without viewer (tensorboard logs), saving a checkpoint at the end only."""
     config = copy.deepcopy(base)
     config.data = config.pipeline.datamanager.data = Path(data)
     config.output_dir = Path(output_dir)

@@ -80,8 +80,8 @@ BAD_OPTIONS = [
     ("rff-nerf-lite", ["--machine.seed", "-1"], "--machine.seed"),
     ("rff-nerf-lite", ["--max-num-iterations", "0"], "--max-num-iterations"),
     ("rff-nerfacto-lite", ["--pipeline.model.num-levels", "4"], "--pipeline.model.num-levels"),
-    ("rff-nerfacto-lite", ["--pipeline.model.num-proposal-samples-per-ray", "8"], "num-proposal-samples-per-ray"),
-    ("rff-nerfacto-lite", ["--pipeline.model.near-plane", "2000"], "--pipeline.model.near-plane"),
+    ("rff-nerfacto-lite", ["--pipeline.model.coarse-proposal-samples-per-ray", "8"], "coarse-proposal-samples"),
+    ("rff-nerfacto-lite", ["--pipeline.model.base-num-layers", "0"], "--pipeline.model.base-num-layers"),
 ]
 
 
