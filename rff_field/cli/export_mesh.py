@@ -1,45 +1,46 @@
-"""``rff-export-mesh``: a coloured mesh from the density field of a trained rff-nerf or rff-nerfacto run."""
+"""``rff-export-mesh``: a coloured mesh of the density of a trained rff-nerf or rff-nerfacto run, in the data's own
+coordinates."""
 
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Sequence, Tuple
 
-import tyro
-from nerfstudio.utils.rich_utils import CONSOLE
-
-from rff_field.cli.common import call_main, run_command
-from rff_field.common.outputs import check_output_path
-from rff_field.core.errors import UsageError
+from rff_field.cli.common import run_command
+from rff_field.core.errors import UsageError, check_fields
 
 Vec3 = Tuple[float, float, float]
 
 
 @dataclass
 class ExportMesh:
-    """Extract a mesh from a trained rff-nerf or rff-nerfacto model: marching cubes on its density field, vertex
-    colours from the field, largest connected component kept, written with open3d."""
+    """Mesh the density of a trained rff-nerf or rff-nerfacto run: by default over the region its training cameras
+    look at, with the ground cut away, in the coordinates of the data it was trained on."""
 
     load_config: Path
     """config.yml of a trained rff-nerf(-lite) or rff-nerfacto(-lite) run (ns-train prints its path at the end)."""
     output_path: Path = Path("mesh.ply")
-    """Mesh file to write (.ply, .obj, .off or .stl)."""
-    resolution: int = 256
-    """Grid points per side of the marching-cubes grid (memory and time grow as its cube)."""
+    """Mesh file to write (.ply keeps the vertex colours; .obj, .off, .stl)."""
     threshold: float = 10.0
-    """Density at which the surface is placed (higher: tighter surface, lower: more floaters). 10 suits short
-    CPU runs; long-trained models have denser surfaces (try 25-50)."""
-    field: Literal["fine", "coarse"] = "fine"
-    """Which of rff-nerf's two fields to mesh (rff-nerfacto has one main field: fine)."""
+    """Density at which the surface is placed; the command prints the range it saw (higher: tighter surface)."""
+    resolution: int = 256
+    """Grid points per side (time grows as its cube)."""
     bbox_min: Optional[Vec3] = None
-    """Lower corner of the box to mesh (default: the scene box of the run's dataset)."""
+    """Lower corner of the box to mesh, in the output's coordinates (default: around the cameras' common focus,
+    half as wide as the nearest camera is far)."""
     bbox_max: Optional[Vec3] = None
-    """Upper corner of the box to mesh (default: the scene box of the run's dataset)."""
-    keep_largest_component: bool = True
-    """Keep only the largest connected piece of the mesh."""
+    """Upper corner of the box to mesh, in the output's coordinates."""
+    keep_ground: bool = False
+    """Keep the ground (by default a flat surface across the box below its centre is cut, with what lies under it)."""
+    min_component: float = 0.01
+    """Drop connected pieces with fewer than this share of the triangles (floaters); 0 keeps every piece."""
+    nerfstudio_frame: bool = False
+    """Write the mesh, and read --bbox-min/--bbox-max, in nerfstudio's normalised frame (that of ns-export) instead
+    of the data's own coordinates."""
+    field: Literal["fine", "coarse"] = "fine"
+    """Which of rff-nerf's two fields to mesh (rff-nerfacto has one)."""
     batch_size: int = 65536
     """Points per forward pass of the field."""
     overwrite: bool = False
@@ -47,93 +48,76 @@ class ExportMesh:
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work, before anything is loaded."""
-        fit = self.load_config if self.load_config.is_dir() else self.load_config.parent
-        if (fit / "config.json").is_file() and (fit / "history.npz").is_file():
-            again = f"; to extract it again (e.g. on a finer grid) run: rff-sdf mesh --fit {shlex.quote(str(fit))}"
-            raise UsageError(
-                f"{fit} holds an rff-sdf fit, not an ns-train run: its mesh is {fit / 'mesh.ply'}"
-                + (again if (fit / "model.pt").is_file() else " (its weights were not saved: --no-save-model)")
-            )
-        if self.load_config.is_dir():
-            raise UsageError(
-                f"--load-config {self.load_config} is a folder; pass the config.yml file that ns-train printed at the "
-                "end of training (it sits in the run's folder, next to nerfstudio_models/)"
-            )
-        if not self.load_config.is_file():
-            raise UsageError(
-                f"{self.load_config} does not exist; pass the config.yml that ns-train printed at the end of training"
-            )
-        if not math.isfinite(self.threshold) or self.threshold <= 0:
-            raise UsageError(f"--threshold must be a positive density (densities are never negative), got "
-                             f"{self.threshold}")  # fmt: skip
-        if self.resolution < 2:
-            raise UsageError(f"--resolution must be at least 2, got {self.resolution}")
-        if self.batch_size < 1:
-            raise UsageError(f"--batch-size must be positive, got {self.batch_size}")
-        check_output_path(self.output_path, (".ply", ".obj", ".off", ".stl"), self.overwrite)
+        check_fields(self, positive=("threshold",), positive_int=("batch_size",), non_negative=("min_component",))
+        if self.resolution < 8:
+            raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
+        if self.min_component >= 1:
+            raise UsageError(f"--min-component is a share of the triangles below 1, got {self.min_component}")
+        if self.output_path.suffix.lower() not in (".ply", ".obj", ".off", ".stl"):
+            raise UsageError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
+        if self.output_path.exists() and not self.overwrite:
+            raise UsageError(f"--output-path {self.output_path} exists; pass --overwrite to replace it")
         if (self.bbox_min is None) != (self.bbox_max is None):
             raise UsageError("give both --bbox-min and --bbox-max, or neither")
-        if not all(math.isfinite(v) for v in (*(self.bbox_min or ()), *(self.bbox_max or ()))):
-            raise UsageError(f"--bbox-min {self.bbox_min} and --bbox-max {self.bbox_max} must be finite numbers")
-        if self.bbox_min is not None and self.bbox_max is not None:
-            if not all(lo < hi for lo, hi in zip(self.bbox_min, self.bbox_max)):
-                raise UsageError(f"--bbox-min {self.bbox_min} must be below --bbox-max {self.bbox_max} on every axis")
+        if self.bbox_min is not None and not all(
+            math.isfinite(lo) and math.isfinite(hi) and lo < hi for lo, hi in zip(self.bbox_min, self.bbox_max)
+        ):
+            raise UsageError(f"--bbox-min {self.bbox_min} must lie below --bbox-max {self.bbox_max} on every axis")
 
     def main(self) -> Path:
-        """Load the run, extract the mesh and write it; returns the mesh's path."""
-        self.check()  # before the heavy imports, so that bad options fail at once
-        from rff_field.nerf.quiet import quiet_known_warnings
+        """Load the run, mesh its density and write the mesh; returns its path."""
+        self.check()
+        from rff_field.nerf import quiet_known_warnings
 
-        quiet_known_warnings()  # before nerfstudio is imported: some warn on import
+        quiet_known_warnings()  # before nerfstudio is imported
+        import numpy as np
+        import torch
+        from nerfstudio.utils.rich_utils import CONSOLE
+
         from rff_field.common.mesh import write_mesh
-        from rff_field.nerf.loading import load_rff_pipeline, read_run_config
-        from rff_field.nerf.mesh_export import density_mesh
-        from rff_field.nerf.model import RFFNeRFModelConfig
+        from rff_field.nerf.loading import load_pipeline, read_run_config
+        from rff_field.nerf.mesh_export import Frame, camera_focus, density_mesh
+        from rff_field.nerf.model import RFFNeRFModel
 
-        run = read_run_config(self.load_config)  # fail fast, before the dataset and the model are loaded
-        two_fields = isinstance(run.pipeline.model, RFFNeRFModelConfig)  # rff-nerfacto has one main field
-        if self.field == "coarse" and not two_fields:
-            raise UsageError(f"--field coarse: a '{run.method_name}' run has one main field (fine); omit --field")
-        _, _, model, step = load_rff_pipeline(self.load_config, test_mode="inference")
-        model.apply_flush_denormals()  # the grid is sampled through the field, not the model's forward
-        aabb = model.scene_box.aabb
-        bbox_min = self.bbox_min if self.bbox_min is not None else tuple(aabb[0].tolist())
-        bbox_max = self.bbox_max if self.bbox_max is not None else tuple(aabb[1].tolist())
-        if two_fields:
+        run = read_run_config(self.load_config)  # at once, before the data and the model load
+        _, pipeline, step = load_pipeline(self.load_config)
+        model = pipeline.model
+        if isinstance(model, RFFNeRFModel):
             field = model.field_fine if self.field == "fine" else model.field_coarse
+        elif self.field == "coarse":
+            raise UsageError(f"--field coarse: a {run.method_name} run has one field; leave --field out")
         else:
-            field = model.field  # its proposal networks are coarse density fields
-        with CONSOLE.status(f"Marching cubes on a {self.resolution}^3 grid of the {self.field} density..."):
-            mesh = density_mesh(
-                field,
-                bbox_min,
-                bbox_max,
-                resolution=self.resolution,
-                threshold=self.threshold,
-                keep_largest=self.keep_largest_component,
-                batch_size=self.batch_size,
-                device=model.device,
-            )
+            field = model.field
+        torch.set_flush_denormal(model.config.flush_denormals)  # the field is queried outside the model's forward
+        outputs = pipeline.datamanager.train_dataparser_outputs
+        frame = Frame.of(outputs.dataparser_transform, outputs.dataparser_scale, identity=self.nerfstudio_frame)
+        c2w = outputs.cameras.camera_to_worlds.detach().cpu().double().numpy()
+        up = frame.from_model(c2w[:, :, 1].mean(0)) - frame.from_model(np.zeros(3))  # the cameras' mean up
+        up /= np.linalg.norm(up)
+        if self.bbox_min is not None:
+            bbox_min, bbox_max = np.asarray(self.bbox_min), np.asarray(self.bbox_max)
+        else:
+            focus, radius = camera_focus(outputs.cameras)
+            centre, half = frame.from_model(focus), radius / frame.scale
+            bbox_min, bbox_max = centre - half, centre + half
+            if getattr(field, "spatial_distortion", None) is None:  # the field is the scene box (no contraction)
+                corners = frame.from_model(model.scene_box.aabb.double().numpy())
+                bbox_min, bbox_max = np.maximum(bbox_min, corners.min(0)), np.minimum(bbox_max, corners.max(0))
+        frame_name = "nerfstudio's normalised" if self.nerfstudio_frame else "the data's"
+        CONSOLE.print(f"Meshing the box {np.round(bbox_min, 3).tolist()} to {np.round(bbox_max, 3).tolist()} "
+                      f"({frame_name} coordinates)", highlight=False)  # fmt: skip
+        mesh = density_mesh(field, frame, bbox_min, bbox_max, self.resolution, self.threshold, self.min_component,
+                            up=None if self.keep_ground else up, batch_size=self.batch_size, device=model.device,
+                            report=lambda line: CONSOLE.print(line, highlight=False))  # fmt: skip
         path = write_mesh(mesh, self.output_path, overwrite=self.overwrite)
-        CONSOLE.print(
-            f"Wrote {path} ({len(mesh.vertices)} vertices, {len(mesh.triangles)} triangles; "
-            f"checkpoint of step {step}, density {self.threshold:g})"
-        )
+        CONSOLE.print(f"Wrote {path}: {len(mesh.vertices)} vertices, {len(mesh.faces)} triangles (checkpoint of step "
+                      f"{step})", highlight=False)  # fmt: skip
         return path
 
 
-def run(args: ExportMesh) -> int:
-    """Run the command; returns the exit status (2 for bad input, with one line on stderr)."""
-    return call_main("rff-export-mesh", args)[0]
-
-
 def entrypoint(args: Optional[Sequence[str]] = None) -> None:
-    """Entry point of ``rff-export-mesh``."""
-    from rff_field.nerf.quiet import quiet_known_warnings
-
-    quiet_known_warnings()
-    tyro.extras.set_accent_color("bright_yellow")
-    run_command("rff-export-mesh", ExportMesh, __doc__, args=args)
+    """Console script ``rff-export-mesh``."""
+    run_command("rff-export-mesh", ExportMesh, __doc__, args)
 
 
 if __name__ == "__main__":

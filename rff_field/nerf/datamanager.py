@@ -1,11 +1,8 @@
 """nerfstudio's parallel data manager with seeded workers, so that ``rff-nerfacto``'s rays follow ``--machine.seed``.
 
-nerfstudio's ``ParallelDataManager`` samples the training rays in a spawned process, whose random generators start
-from the operating system's entropy: two runs with the same seed then train on different rays. Here each worker
-seeds ``random``, NumPy and torch from the seed of the process that starts it (``torch.initial_seed()``, which
-``ns-train`` sets from ``--machine.seed``) plus its index, and with several workers
-(``--pipeline.datamanager.num-processes``) each has its own queue, read in turn, so that the batches' order does not
-follow the workers' timing.
+nerfstudio's workers seed from the operating system's entropy. Here each seeds ``random``, NumPy and torch from its
+parent's seed (``torch.initial_seed()``, set by ``--machine.seed``) plus its index, and each has its own queue, read
+in turn, so that the order of the batches does not follow the workers' timing.
 """
 
 from __future__ import annotations

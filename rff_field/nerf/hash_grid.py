@@ -1,11 +1,10 @@
-"""nerfstudio's hash-grid encoding with a faster torch path, for the proposal networks of ``rff-nerfacto``.
+"""nerfstudio's proposal density field with a faster torch path for its hash grid (``rff-nerfacto``).
 
-nerfstudio's torch fallback of ``HashEncoding`` hashes each of a cell's 8 corners from scratch, on tensors whose last
-dimension has 3 entries, and gathers with advanced indexing. This one computes each axis's hash term once, keeps the
-points in the last (contiguous) dimension and gathers with ``index_select`` (whose gradient is a fast ``index_add``).
-Same table, same hash (Instant-NGP's, modulo the power-of-two table size), same trilinear weights: the outputs and
-gradients equal nerfstudio's up to the order of the sum; checkpoints are interchangeable. tinycudann, when it is
-used, is left alone.
+nerfstudio's torch fallback of ``HashEncoding`` hashes each of a cell's 8 corners from scratch and gathers with
+advanced indexing. :class:`TorchHashEncoding` computes each axis's hash term once, keeps the points in the last
+(contiguous) dimension and gathers with ``index_select``: the same table, hash and trilinear weights (outputs equal up
+to the order of the sum; checkpoints are interchangeable), about twice as fast on a CPU
+(``benchmarks/nerf/hash_grid.md``). tinycudann, when used, is left alone.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ HASH_PRIMES = (1, 2654435761, 805459861)
 
 
 class TorchHashEncoding(HashEncoding):
-    """``HashEncoding`` with a faster torch path (``pytorch_fwd``; ``rff-bench hash-grid-timing`` measures it); with
-    tinycudann it is nerfstudio's."""
+    """``HashEncoding`` with a faster torch path (``pytorch_fwd``)."""
 
     def pytorch_fwd(self, in_tensor: Float[Tensor, "*bs 3"]) -> Float[Tensor, "*bs output_dim"]:
         batch_shape = in_tensor.shape[:-1]
@@ -45,11 +43,19 @@ class TorchHashEncoding(HashEncoding):
         return encoded.permute(1, 0, 2).reshape(*batch_shape, -1)  # [*bs, levels * features]
 
 
-def use_faster_torch_hash_grid(network: HashMLPDensityField) -> None:
-    """Make a proposal network's hash grid a :class:`TorchHashEncoding` when it runs on torch.
+class ProposalDensityField(HashMLPDensityField):
+    """nerfstudio's ``HashMLPDensityField`` whose hash grid, on torch, is a :class:`TorchHashEncoding` holding the
+    table nerfstudio's initialised."""
 
-    The class of the built encoding is switched in place: its table, buffers and the two places the network holds it
-    (``encoding`` and ``mlp_base[0]``) stay as they are, and so do the random numbers drawn at initialisation.
-    """
-    if type(network.encoding) is HashEncoding and network.encoding.tcnn_encoding is None:
-        network.encoding.__class__ = TorchHashEncoding
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.encoding.tcnn_encoding is None:
+            grid = self.encoding
+            max_res = round(grid.min_res * grid.growth_factor ** (grid.num_levels - 1))
+            faster = TorchHashEncoding(num_levels=grid.num_levels, min_res=grid.min_res, max_res=max_res,
+                                       log2_hashmap_size=grid.log2_hashmap_size,
+                                       features_per_level=grid.features_per_level, implementation="torch")  # fmt: skip
+            faster.load_state_dict(grid.state_dict())
+            self.encoding = faster
+            if not self.use_linear:
+                self.mlp_base[0] = faster

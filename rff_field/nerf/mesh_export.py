@@ -1,135 +1,157 @@
-"""A coloured triangle mesh from the density field of a trained ``rff-nerf`` or ``rff-nerfacto`` model.
+"""A coloured mesh of a trained model's density: the region the training cameras look at, marching cubes at a density
+threshold, the ground cut away, components of a useful size kept, in the data's own coordinates.
 
-Marching cubes (pymcubes) on the density sampled over a box, vertex colours from the field looking at each
-vertex from outside (along the negative normal), and only the largest connected component kept.
+nerfstudio trains in a normalised frame: its data parser rotates, translates and scales the data's coordinates
+(``dataparser_transforms.json``): ``p_model = scale * (R p + t)``. :class:`Frame` maps between the two.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 import numpy as np
-import open3d as o3d
 import torch
+import trimesh
 from jaxtyping import Float
+from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.cameras.rays import Frustums, RaySamples
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.base_field import Field
 from torch import Tensor
 
-from rff_field.common.mesh import keep_largest_component, marching_cubes, sample_grid, to_open3d
+from rff_field.common.mesh import keep_components, marching_cubes, sample_grid
 from rff_field.core.errors import UsageError
 
+GROUND_MAX_TILT = math.radians(20)
+"""How far from the cameras' mean up the normal of a plane that counts as ground may lean."""
 
-class EmptyMeshError(UsageError):
-    """The density never crosses the threshold inside the box."""
+
+@dataclass
+class Frame:
+    """The output frame of a mesh: the data's own coordinates, or with ``identity`` nerfstudio's normalised ones."""
+
+    rotation: Float[np.ndarray, "3 3"]
+    translation: Float[np.ndarray, " 3"]
+    scale: float
+
+    @classmethod
+    def of(cls, transform: Tensor, scale: float, identity: bool = False) -> "Frame":
+        """The frame of a data parser's ``dataparser_transform`` (3x4) and ``dataparser_scale``."""
+        if identity:
+            return cls(np.eye(3), np.zeros(3), 1.0)
+        transform = transform.detach().cpu().double().numpy()
+        return cls(transform[:3, :3], transform[:3, 3], float(scale))
+
+    def to_model(self, points: np.ndarray) -> np.ndarray:
+        return self.scale * (points @ self.rotation.T + self.translation)
+
+    def from_model(self, points: np.ndarray) -> np.ndarray:
+        return (points / self.scale - self.translation) @ self.rotation
+
+
+def camera_focus(cameras: Cameras) -> tuple[np.ndarray, float]:
+    """The point nearest to every camera's optical axis (least squares), and half the distance from it to the
+    nearest camera: the region the cameras look at, in the cameras' frame."""
+    c2w = cameras.camera_to_worlds.detach().cpu().double().numpy()
+    origins, axes = c2w[:, :, 3], -c2w[:, :, 2]  # OpenGL cameras look along -z
+    axes /= np.linalg.norm(axes, axis=-1, keepdims=True)
+    projectors = np.eye(3) - axes[:, :, None] * axes[:, None, :]  # onto the plane across each axis
+    focus = np.linalg.lstsq(projectors.sum(0), np.einsum("nij,nj->i", projectors, origins), rcond=None)[0]
+    return focus, 0.5 * float(np.linalg.norm(origins - focus, axis=-1).min())
 
 
 def samples_at(positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]) -> RaySamples:
     """Zero-length ray samples at ``positions`` seen along ``directions`` (a field query at points), from camera 0
     (nerfacto's fields need a camera index; outside training they use the mean appearance embedding)."""
     zeros = torch.zeros_like(positions[..., :1])
-    return RaySamples(
-        frustums=Frustums(
-            origins=positions,
-            directions=directions,
-            starts=zeros,
-            ends=zeros,
-            pixel_area=torch.ones_like(zeros),
-        ),
-        camera_indices=torch.zeros_like(zeros, dtype=torch.long),
-    )
+    frustums = Frustums(origins=positions, directions=directions, starts=zeros, ends=zeros, pixel_area=zeros + 1)
+    return RaySamples(frustums=frustums, camera_indices=zeros.long())
 
 
-@torch.no_grad()
-def field_colours(
-    field: Field,
-    points: np.ndarray,
-    directions: np.ndarray,
-    batch_size: int = 2**16,
-    device: torch.device | str = "cpu",
-) -> np.ndarray:
-    """Colour ``[n, 3]`` the field emits at ``points`` towards a viewer looking along ``directions``."""
-    out = np.zeros((len(points), 3), dtype=np.float64)
-    for start in range(0, len(points), batch_size):
-        pos = torch.as_tensor(points[start : start + batch_size], dtype=torch.float32, device=device)
-        dirs = torch.as_tensor(directions[start : start + batch_size], dtype=torch.float32, device=device)
-        dirs = torch.nn.functional.normalize(dirs, dim=-1)
-        outputs = field.forward(samples_at(pos, dirs))
-        out[start : start + len(pos)] = outputs[FieldHeadNames.RGB].float().cpu().numpy()
-    return out
-
-
-@torch.no_grad()
-def _orient_outward(field: Field, mesh: o3d.geometry.TriangleMesh, step: float, device, samples: int = 2048) -> None:
-    """Flip the triangles if the normals point into the dense side (the winding depends on the marching cubes)."""
-    vertices, normals = np.asarray(mesh.vertices), np.asarray(mesh.vertex_normals)
-    pick = np.random.default_rng(0).choice(len(vertices), size=min(samples, len(vertices)), replace=False)
-    v = torch.as_tensor(vertices[pick], dtype=torch.float32, device=device)
-    n = torch.as_tensor(normals[pick], dtype=torch.float32, device=device)
-    outside = field.density_fn(v + step * n)[..., 0]
-    inside = field.density_fn(v - step * n)[..., 0]
-    if (outside > inside).float().mean() > 0.5:
-        mesh.triangles = o3d.utility.Vector3iVector(np.asarray(mesh.triangles)[:, ::-1].copy())
-        mesh.compute_vertex_normals()
+def cut_ground(mesh: trimesh.Trimesh, up: np.ndarray, focus: np.ndarray, side: float, tolerance: float):
+    """``mesh`` less the ground and what lies under it, where it has one: the plane (within ``tolerance``) leaning
+    at most :data:`GROUND_MAX_TILT` from ``up`` that holds the most vertices, lies below ``focus`` and spans at least
+    80% of the region's ``side`` both ways. Returns the mesh and whether a ground was cut."""
+    vertices = mesh.vertices
+    if len(vertices) < 3:
+        return mesh, False
+    rng = np.random.default_rng(0)
+    best = (0, None, None)
+    for _ in range(256):
+        a, b, c = vertices[rng.choice(len(vertices), 3, replace=False)]
+        normal = np.cross(b - a, c - a)
+        if np.linalg.norm(normal) == 0:
+            continue
+        normal = normal / np.linalg.norm(normal) * np.sign(normal @ up)
+        if normal @ up < math.cos(GROUND_MAX_TILT):
+            continue
+        count = int((np.abs((vertices - a) @ normal) < tolerance).sum())
+        if count > best[0]:
+            best = (count, normal, a)
+    count, normal, origin = best
+    if normal is None or (focus - origin) @ normal <= tolerance:
+        return mesh, False
+    height = (vertices - origin) @ normal
+    on_plane = vertices[np.abs(height) < tolerance]
+    across = np.linalg.svd(np.eye(3) - np.outer(normal, normal))[0][:, :2]  # two directions along the plane
+    spans = np.ptp(on_plane @ across, axis=0)
+    if min(spans) < 0.8 * side:
+        return mesh, False
+    mesh = mesh.copy()
+    mesh.update_faces((height[mesh.faces] > tolerance).all(axis=1))
+    mesh.remove_unreferenced_vertices()
+    return mesh, True
 
 
 @torch.no_grad()
 def density_mesh(
     field: Field,
+    frame: Frame,
     bbox_min: Sequence[float],
     bbox_max: Sequence[float],
-    resolution: int = 256,
-    threshold: float = 10.0,
-    keep_largest: bool = True,
-    batch_size: int = 2**16,
+    resolution: int,
+    threshold: float,
+    min_component: float,
+    up: Optional[np.ndarray] = None,
+    batch_size: int = 1 << 16,
     device: torch.device | str = "cpu",
-    density_grid: Optional[np.ndarray] = None,
-) -> o3d.geometry.TriangleMesh:
-    """The ``threshold`` level set of the field's density, with vertex colours from the field.
+    report: Callable[[str], None] = print,
+) -> trimesh.Trimesh:
+    """The ``threshold`` level set of the field's density over a box of ``resolution`` points a side, in the output
+    ``frame``'s coordinates, without the connected pieces holding less than ``min_component`` of the triangles and,
+    given the cameras' ``up`` (in that frame), without the ground (:func:`cut_ground`); coloured by the field seen
+    from outside. ``report`` prints the density range seen and what was cut; a level the density does not cross
+    raises :class:`UsageError`."""
+    rotation = torch.as_tensor(frame.rotation, dtype=torch.float32, device=device)
+    translation = torch.as_tensor(frame.translation, dtype=torch.float32, device=device)
 
-    Args:
-        field: The NeRF field (the fine one for the best detail).
-        bbox_min: Lower corner of the box to mesh.
-        bbox_max: Upper corner of the box to mesh.
-        resolution: Grid points per side.
-        threshold: Density of the surface.
-        keep_largest: Keep only the largest connected component.
-        batch_size: Points per forward pass.
-        device: Where the field runs.
-        density_grid: A grid already sampled from the same field and box (skips the sampling).
+    def density(points: Tensor) -> Tensor:
+        return field.density_fn(frame.scale * (points @ rotation.T + translation))[..., 0]
 
-    Raises:
-        EmptyMeshError: The density does not cross ``threshold`` in the box.
-    """
-    if density_grid is None:
-        density_grid = sample_grid(
-            lambda x: field.density_fn(x)[..., 0], bbox_min, bbox_max, resolution, batch_size, device
-        )
-    lo, hi = float(density_grid.min()), float(density_grid.max())
-    vertices, triangles = marching_cubes(density_grid, bbox_min, bbox_max, level=threshold)
-    if len(triangles) == 0 and not hi > lo:
-        raise EmptyMeshError(
-            f"the density is {lo:.3g} everywhere in the box: the field is empty there (undertrained, or the box "
-            "misses the scene); train longer, or give --bbox-min/--bbox-max around the object"
-        )
-    if len(triangles) == 0 and hi < 2 * lo:  # a threshold inside so flat a range would mesh noise
-        raise EmptyMeshError(
-            f"the density never crosses --threshold {threshold:g} in the box and hardly varies there (it spans "
-            f"{lo:.3g} to {hi:.3g}): the field has no surface yet (undertrained, or the box misses the scene); "
-            "train longer, or give --bbox-min/--bbox-max around the object"
-        )
-    if len(triangles) == 0:
-        raise EmptyMeshError(
-            f"the density never crosses --threshold {threshold:g} in the box (it spans {lo:.3g} to {hi:.3g}); "
-            "choose a threshold inside that range, or check that --bbox-min/--bbox-max hold the object"
-        )
-    mesh = to_open3d(vertices, triangles)
-    if keep_largest:
-        mesh = keep_largest_component(mesh)
-        mesh.compute_vertex_normals()
-    _orient_outward(field, mesh, step=0.5 * float(np.min(np.subtract(bbox_max, bbox_min))) / resolution, device=device)
-    normals = np.asarray(mesh.vertex_normals)  # outward: look at each vertex from outside
-    colours = field_colours(field, np.asarray(mesh.vertices), -normals, batch_size, device)
-    mesh.vertex_colors = o3d.utility.Vector3dVector(np.clip(colours, 0, 1))
+    grid = sample_grid(density, bbox_min, bbox_max, resolution, batch_size, device, "Sampling the density")
+    report(f"density in the box: {grid.min():.3g} to {grid.max():.3g} (median {np.median(grid):.3g}); "
+           f"surface at --threshold {threshold:g}")  # fmt: skip
+    mesh = marching_cubes(grid, bbox_min, bbox_max, level=threshold, inside="above")
+    if mesh.is_empty:
+        raise UsageError(f"the density never reaches --threshold {threshold:g} in the box (it spans {grid.min():.3g} "
+                         f"to {grid.max():.3g}): give a threshold inside that range, or train longer")  # fmt: skip
+    side = float(np.min(np.subtract(bbox_max, bbox_min)))
+    if up is not None:
+        centre = 0.5 * (np.asarray(bbox_min) + np.asarray(bbox_max))
+        mesh, cut = cut_ground(mesh, up, centre, side, tolerance=2 * side / (resolution - 1))
+        if cut:
+            report("cut away the ground (a flat surface across the box below its centre) and what lies under it")
+    mesh = keep_components(mesh, min_component)
+    if mesh.is_empty:
+        raise UsageError("nothing is left of the mesh after the ground and the small pieces were cut; pass "
+                         "--keep-ground or a lower --min-component")  # fmt: skip
+    normals = torch.as_tensor(mesh.vertex_normals.copy(), dtype=torch.float32, device=device)  # outward
+    points = torch.as_tensor(frame.to_model(mesh.vertices), dtype=torch.float32, device=device)
+    colours = torch.cat([
+        field.forward(samples_at(p, -n @ rotation.T))[FieldHeadNames.RGB].float()
+        for p, n in zip(points.split(batch_size), normals.split(batch_size))
+    ]).clamp(0, 1)  # fmt: skip
+    mesh.visual.vertex_colors = (colours.cpu().numpy() * 255).round().astype(np.uint8)
     return mesh

@@ -1,24 +1,17 @@
-"""A small analytic scene, ray-cast in numpy and written as a Blender-format dataset or as an unbounded capture in
-nerfstudio's format (no download needed).
+"""A small analytic scene, ray-cast in numpy: a checkered slab, a cube with one colour per face, a striped cylinder
+and a sphere (sharp edges, flat regions), lit by a fixed directional light (view-independent shading). Cameras follow
+the Blender/OpenGL convention (looking along their -z, y up; z up in the world).
 
-The scene has sharp edges and flat regions on purpose: a checkered slab, a cube with one colour per face, a
-striped cylinder and a sphere, lit by a fixed directional light (view-independent shading, so a NeRF can fit it
-exactly). Cameras follow the Blender/OpenGL convention of the NeRF synthetic scenes (camera looks along -z, y up,
-z up in the world).
-
-- :func:`write_blender_scene`: transparent background, cameras at distance 4 with the chair scene's field of view;
-  read by nerfstudio's ``blender-data`` parser.
-- :func:`write_nerfstudio_capture`: the same objects on a textured ground plane that reaches far out (radius 12),
-  under a textured sky at infinity, photographed from cameras around the objects at 2.5-4.5 units: what a user's
-  capture of an object outdoors looks like (``transforms.json``, read by ``nerfstudio-data``, the parser of
-  ``rff-nerfacto`` and nerfacto).
+:func:`write_blender_scene` writes the objects in a void as a Blender-format scene (the chair's field of view,
+cameras at distance 4); :func:`write_nerfstudio_capture` writes them on a ground plane reaching far out, under a sky
+at infinity, from cameras around them: a capture of an object outdoors in nerfstudio-data's format.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Sequence, Tuple
 
@@ -26,7 +19,7 @@ import numpy as np
 from jaxtyping import Float
 from PIL import Image
 
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
 
 CAMERA_ANGLE_X = 0.6911112070083618
 """Horizontal field of view of the NeRF synthetic scenes (radians)."""
@@ -94,15 +87,6 @@ def _cylinder(origins: Array, dirs: Array, center_xy: Sequence[float], radius: f
     return best_t, best_n
 
 
-@dataclass(frozen=True)
-class Primitive:
-    """One object of the scene: how to intersect it and how to colour a hit point."""
-
-    name: str
-    intersect: Callable[[Array, Array], Hit]
-    albedo: Callable[[Array, Array], Array]
-
-
 def _checker(points: Array, normals: Array) -> Array:
     cells = np.floor(points[:, 0] / 0.4) + np.floor(points[:, 1] / 0.4)
     top = normals[:, 2] > 0.5
@@ -129,13 +113,14 @@ def _solid(colour: Sequence[float]) -> Callable[[Array, Array], Array]:
     return lambda points, normals: np.broadcast_to(np.asarray(colour, dtype=np.float64), points.shape)
 
 
-SCENE: Tuple[Primitive, ...] = (
-    Primitive("slab", lambda o, d: _box(o, d, (-0.8, -0.8, -0.6), (0.8, 0.8, -0.4)), _checker),
-    Primitive("cube", lambda o, d: _box(o, d, (-0.65, -0.65, -0.4), (-0.05, -0.05, 0.2)), _cube_faces),
-    Primitive("cylinder", lambda o, d: _cylinder(o, d, (0.4, -0.35), 0.2, -0.4, 0.55), _stripes),
-    Primitive("sphere", lambda o, d: _sphere(o, d, (0.3, 0.35, -0.1), 0.3), _solid((0.2, 0.45, 0.9))),
+SCENE: Tuple[Tuple[Callable[[Array, Array], Hit], Callable[[Array, Array], Array]], ...] = (
+    (lambda o, d: _box(o, d, (-0.8, -0.8, -0.6), (0.8, 0.8, -0.4)), _checker),  # slab
+    (lambda o, d: _box(o, d, (-0.65, -0.65, -0.4), (-0.05, -0.05, 0.2)), _cube_faces),  # cube
+    (lambda o, d: _cylinder(o, d, (0.4, -0.35), 0.2, -0.4, 0.55), _stripes),  # cylinder
+    (lambda o, d: _sphere(o, d, (0.3, 0.35, -0.1), 0.3), _solid((0.2, 0.45, 0.9))),  # sphere
 )
-"""The objects, all inside [-0.8, 0.8]^3 (well within the Blender parser's [-1.5, 1.5]^3 scene box)."""
+"""The objects (how to intersect each, how to colour a hit), inside [-0.8, 0.8]^3 (the Blender parser's scene box
+is [-1.5, 1.5]^3)."""
 
 
 def cast_rays(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Tuple[Float[Array, "n 3"], Array]:
@@ -150,8 +135,8 @@ def cast_rays(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Tuple[
     best_t = np.full(len(origins), np.inf)
     best_n = np.zeros_like(origins)
     best_id = np.full(len(origins), -1)
-    for i, prim in enumerate(SCENE):
-        t, n = prim.intersect(origins, dirs)
+    for i, (intersect, _) in enumerate(SCENE):
+        t, n = intersect(origins, dirs)
         closer = t < best_t
         best_t = np.where(closer, t, best_t)
         best_n = np.where(closer[:, None], n, best_n)
@@ -159,11 +144,11 @@ def cast_rays(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Tuple[
     hit = np.isfinite(best_t)
     points = origins + dirs * np.where(hit, best_t, 0)[:, None]
     colours = np.zeros_like(origins)
-    for i, prim in enumerate(SCENE):
+    for i, (_, albedo) in enumerate(SCENE):
         sel = best_id == i
         if sel.any():
             shade = 0.35 + 0.65 * np.clip(best_n[sel] @ LIGHT, 0, 1)
-            colours[sel] = prim.albedo(points[sel], best_n[sel]) * shade[:, None]
+            colours[sel] = albedo(points[sel], best_n[sel]) * shade[:, None]
     return np.clip(colours, 0, 1), hit
 
 
@@ -222,23 +207,27 @@ def render_view(
 
 @dataclass
 class SceneSpec:
-    """What to generate.
-
-    Args:
-        image_size: Width and height of every image (pixels).
-        num_train: Training views (random, upper part of the sphere).
-        num_val: Validation views.
-        num_test: Test views (an orbit at 30 degrees elevation).
-        seed: Seed of the training and validation poses.
-        supersample: Rays per pixel side (anti-aliasing).
-    """
+    """What :func:`write_blender_scene` generates."""
 
     image_size: int = 64
-    num_train: int = 50
-    num_val: int = 4
-    num_test: int = 8
+    """Width and height of every image (pixels)."""
+    num_train_views: int = 50
+    """Training views (random, upper part of the sphere)."""
+    num_val_views: int = 4
+    """Validation views."""
+    num_test_views: int = 8
+    """Test views (an orbit at 30 degrees elevation)."""
     seed: int = 0
+    """Seed of the training and validation poses."""
     supersample: int = 3
+    """Rays per pixel side (anti-aliasing)."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for sizes or counts that make no scene."""
+        check_fields(self, positive_int=("num_train_views", "num_val_views", "num_test_views", "supersample"),
+                     non_negative_int=("seed",))  # fmt: skip
+        if self.image_size < 8:
+            raise UsageError(f"--image-size must be at least 8, got {self.image_size}")
 
 
 def scene_poses(spec: SceneSpec) -> dict:
@@ -251,26 +240,14 @@ def scene_poses(spec: SceneSpec) -> dict:
         elevation = np.degrees(np.arcsin(rng.uniform(math.sin(math.radians(-10)), math.sin(math.radians(75)), n)))
         return [orbit_pose(a, e) for a, e in zip(azimuth, elevation)]
 
-    test = [orbit_pose(15 + 360 * i / spec.num_test, 30.0) for i in range(spec.num_test)]
-    return {"train": random_poses(spec.num_train), "val": random_poses(spec.num_val), "test": test}
+    test = [orbit_pose(15 + 360 * i / spec.num_test_views, 30.0) for i in range(spec.num_test_views)]
+    return {"train": random_poses(spec.num_train_views), "val": random_poses(spec.num_val_views), "test": test}
 
 
 def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progress: bool = False) -> Path:
-    """Render the scene and write ``transforms_{train,val,test}.json`` and ``{split}/r_{i}.png`` under ``output_dir``.
-
-    Args:
-        output_dir: Folder to create; it must not exist or be empty.
-        spec: Image size, view counts and seed.
-        progress: Show a progress bar.
-
-    Returns:
-        ``output_dir``.
-    """
+    """Render the scene into ``output_dir``: ``transforms_{train,val,test}.json`` and ``{split}/r_{i}.png`` (with a
+    progress bar when ``progress``); returns ``output_dir``."""
     output_dir = Path(output_dir)
-    if output_dir.exists() and any(output_dir.iterdir()):
-        raise UsageError(f"{output_dir} is not empty; choose a new folder for the generated scene")
-    if spec.image_size < 4 or min(spec.num_train, spec.num_val, spec.num_test) < 1:
-        raise UsageError(f"need image_size >= 4 and at least one view per split, got {spec}")
     poses = scene_poses(spec)
     jobs = [(split, i, pose) for split, split_poses in poses.items() for i, pose in enumerate(split_poses)]
     from rich.progress import track
@@ -285,8 +262,6 @@ def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progres
     for split, split_frames in frames.items():
         meta = {"camera_angle_x": CAMERA_ANGLE_X, "frames": split_frames}
         (output_dir / f"transforms_{split}.json").write_text(json.dumps(meta, indent=2))
-    info = {"generator": "rff_field.nerf.synthetic_scene", **asdict(spec), "objects": [p.name for p in SCENE]}
-    (output_dir / "scene.json").write_text(json.dumps(info, indent=2))
     return output_dir
 
 
@@ -340,23 +315,30 @@ def cast_rays_unbounded(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"])
 
 @dataclass
 class CaptureSpec:
-    """What :func:`write_nerfstudio_capture` generates.
-
-    Args:
-        image_size: Width and height of every image (pixels).
-        num_views: Photos (nerfstudio's parser holds out one in ten for evaluation: ``ns-train`` needs 10).
-        distance_min: Nearest camera distance from the origin.
-        distance_max: Farthest camera distance.
-        seed: Seed of the camera positions.
-        supersample: Rays per pixel side (anti-aliasing).
-    """
+    """What :func:`write_nerfstudio_capture` generates."""
 
     image_size: int = 64
+    """Width and height of every image (pixels)."""
     num_views: int = 40
+    """Photos (nerfstudio's parser holds out one in ten for evaluation: ns-train needs 10)."""
     distance_min: float = 2.5
+    """Nearest camera distance from the origin."""
     distance_max: float = 4.5
+    """Farthest camera distance."""
     seed: int = 0
+    """Seed of the camera positions."""
     supersample: int = 3
+    """Rays per pixel side (anti-aliasing)."""
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` for sizes, counts or distances that make no capture ns-train can read."""
+        check_fields(self, positive_int=("supersample",), non_negative_int=("seed",))
+        if self.image_size < 8 or self.num_views < 10:
+            raise UsageError(f"--image-size must be at least 8 and --num-views at least 10 (ns-train holds one in ten "
+                             f"out), got {self.image_size} and {self.num_views}")  # fmt: skip
+        if not 0 < self.distance_min <= self.distance_max < math.inf:
+            raise UsageError(f"need 0 < --distance-min <= --distance-max < inf, got {self.distance_min} and "
+                             f"{self.distance_max}")  # fmt: skip
 
 
 def capture_poses(spec: CaptureSpec) -> List[Array]:
@@ -369,21 +351,9 @@ def capture_poses(spec: CaptureSpec) -> List[Array]:
 
 
 def write_nerfstudio_capture(output_dir: Path, spec: CaptureSpec = CaptureSpec(), progress: bool = False) -> Path:
-    """Render the unbounded scene and write ``transforms.json`` and ``images/frame_<i>.png`` under ``output_dir``.
-
-    Args:
-        output_dir: Folder to create; it must not exist or be empty.
-        spec: Image size, number of views, camera distances and seed.
-        progress: Show a progress bar.
-
-    Returns:
-        ``output_dir``.
-    """
+    """Render the unbounded scene into ``output_dir``: ``transforms.json`` and ``images/frame_<i>.png`` (with a
+    progress bar when ``progress``); returns ``output_dir``."""
     output_dir = Path(output_dir)
-    if output_dir.exists() and any(output_dir.iterdir()):
-        raise UsageError(f"{output_dir} is not empty; choose a new folder for the generated capture")
-    if spec.image_size < 4 or spec.num_views < 2 or not 0 < spec.distance_min <= spec.distance_max:
-        raise UsageError(f"need image_size >= 4, at least two views and 0 < distance_min <= distance_max, got {spec}")
     from rich.progress import track
 
     (output_dir / "images").mkdir(parents=True, exist_ok=True)
@@ -401,7 +371,4 @@ def write_nerfstudio_capture(output_dir: Path, spec: CaptureSpec = CaptureSpec()
     meta = {"camera_model": "OPENCV", "fl_x": focal, "fl_y": focal, "cx": centre, "cy": centre,
             "w": spec.image_size, "h": spec.image_size, "frames": frames}  # fmt: skip
     (output_dir / "transforms.json").write_text(json.dumps(meta, indent=2))
-    info = {"generator": "rff_field.nerf.synthetic_scene (unbounded capture)", **asdict(spec),
-            "objects": [p.name for p in SCENE], "ground_radius": GROUND_RADIUS}  # fmt: skip
-    (output_dir / "scene.json").write_text(json.dumps(info, indent=2))
     return output_dir

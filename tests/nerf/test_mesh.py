@@ -1,53 +1,74 @@
-"""Density-field meshing on an analytic field: surface where it should be, outward normals, colours, one piece."""
+"""The density mesh on analytic fields: the region the cameras look at, the data's own coordinates, the ground cut."""
 
 from __future__ import annotations
 
-import sys
+import math
 
 import numpy as np
 import pytest
 import torch
+from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.field_components.field_heads import FieldHeadNames
 
-from rff_field.nerf.mesh_export import EmptyMeshError, density_mesh
+from rff_field.nerf.mesh_export import Frame, camera_focus, density_mesh
+from rff_field.nerf.synthetic_scene import look_at
+
+CENTRE, RADIUS, GROUND = np.array([0.2, -0.1, 0.3]), 0.25, -0.1  # in the model's (nerfstudio's) frame
 
 
-class SphereField:
-    """Density 100 * (0.5 - |x|) inside a ball of radius 0.5 (plus a small far blob); colour = |x| clipped."""
+class AnalyticField:
+    """A sphere of density 100 (and optionally a ground below GROUND), coloured by height."""
 
-    def density_fn(self, positions: torch.Tensor) -> torch.Tensor:
-        ball = 100 * (0.5 - positions.norm(dim=-1)).clamp(min=0)
-        blob = 100 * (0.1 - (positions - torch.tensor([1.2, 1.2, 1.2])).norm(dim=-1)).clamp(min=0)
-        return (ball + blob)[..., None]
+    def __init__(self, ground: bool = False) -> None:
+        self.ground = ground
 
-    def forward(self, ray_samples):
-        positions = ray_samples.frustums.get_positions()
-        dirs = ray_samples.frustums.directions
-        # colour depends on the viewing direction, so the test sees which way the field was looked at
-        return {FieldHeadNames.RGB: (0.5 + 0.5 * dirs).clamp(0, 1), FieldHeadNames.DENSITY: self.density_fn(positions)}
+    def density_fn(self, positions):
+        inside = RADIUS - (positions - torch.as_tensor(CENTRE, dtype=positions.dtype)).norm(dim=-1)
+        if self.ground:
+            inside = torch.maximum(inside, GROUND - positions[..., 2])
+        return 100 * torch.sigmoid(50 * inside)[..., None]
 
-
-@pytest.mark.parametrize("backend", ["pymcubes", "skimage"])
-def test_sphere_mesh(backend, monkeypatch):
-    if backend == "skimage":
-        monkeypatch.setitem(sys.modules, "mcubes", None)  # import fails: the scikit-image fallback runs
-    mesh = density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=48, threshold=25.0, batch_size=64)
-    vertices = np.asarray(mesh.vertices)
-    radius = np.linalg.norm(vertices, axis=1)
-    assert np.allclose(radius, 0.25, atol=0.05)  # density 25 at |x| = 0.25; the far blob was dropped
-    normals = np.asarray(mesh.vertex_normals)
-    assert (np.sum(normals * vertices, axis=1) > 0).mean() > 0.99  # outward
-    colours = np.asarray(mesh.vertex_colors)
-    expected = 0.5 + 0.5 * (-normals)  # looked at from outside, along -normal
-    assert np.abs(colours - expected).max() < 1e-5
+    def forward(self, samples):
+        height = samples.frustums.origins[..., 2:]
+        return {FieldHeadNames.RGB: torch.cat([height.sigmoid(), height * 0, 1 - height.sigmoid()], dim=-1)}
 
 
-def test_empty_level_set_is_reported():
-    with pytest.raises(EmptyMeshError, match="never crosses --threshold 1000"):
-        density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=16, threshold=1000.0)
-    flat = 0.4 + 0.1 * torch.rand(8, 8, 8)  # an untrained field's density
-    with pytest.raises(EmptyMeshError, match=r"hardly varies there \(it spans 0.4\d* to 0.\d+\): the field has no"):
-        density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=8, threshold=10.0, density_grid=flat)
-    empty = torch.zeros(8, 8, 8)
-    with pytest.raises(EmptyMeshError, match="the density is 0 everywhere in the box: the field is empty there"):
-        density_mesh(SphereField(), [-1.5] * 3, [1.5] * 3, resolution=8, threshold=10.0, density_grid=empty)
+def rotation_z(angle: float) -> np.ndarray:
+    c, s = math.cos(angle), math.sin(angle)
+    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+
+
+def test_the_camera_focus_is_the_point_every_camera_looks_at():
+    target = np.array([0.3, -0.2, 0.1])
+    positions = [target + d * np.array([math.cos(a), math.sin(a), 0.4]) for a, d in ((0, 2.0), (2, 3.0), (4, 2.5))]
+    c2w = torch.tensor(np.stack([look_at(p, target)[:3] for p in positions]), dtype=torch.float32)
+    cameras = Cameras(camera_to_worlds=c2w, fx=10.0, fy=10.0, cx=8.0, cy=8.0)
+    focus, radius = camera_focus(cameras)
+    assert focus == pytest.approx(target, abs=1e-5)
+    assert radius == pytest.approx(0.5 * 2.0 * math.hypot(1, 0.4), rel=1e-5)
+
+
+def test_the_mesh_is_written_in_the_data_coordinates_the_data_parser_normalised():
+    frame = Frame(rotation_z(0.7), np.array([0.5, -1.0, 2.0]), 0.25)  # p_model = 0.25 (R p + t)
+    assert frame.from_model(frame.to_model(np.eye(3))) == pytest.approx(np.eye(3))
+    centre = frame.from_model(CENTRE[None])[0]  # in the data's coordinates: radius 0.25 / 0.25 = 1
+    half = 1.5 * RADIUS / frame.scale
+    mesh = density_mesh(AnalyticField(), frame, centre - half, centre + half, 40, 50.0, 0.0, report=lambda _: None)
+    distances = np.linalg.norm(mesh.vertices - centre, axis=-1)
+    assert distances == pytest.approx(RADIUS / frame.scale, abs=2 * (2 * half / 39))
+    outward = np.einsum("ij,ij->i", mesh.vertex_normals, mesh.vertices - centre)
+    assert (outward > 0).mean() > 0.99
+    assert mesh.visual.vertex_colors.shape == (len(mesh.vertices), 4)
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_the_ground_below_the_region_is_cut_unless_kept(cut):
+    frame = Frame(np.eye(3), np.zeros(3), 1.0)
+    low, high = CENTRE - 0.6, CENTRE + 0.6
+    notes = []
+    mesh = density_mesh(AnalyticField(ground=True), frame, low, high, 40, 50.0, 0.0,
+                        up=np.array([0.0, 0.0, 1.0]) if cut else None, report=notes.append)  # fmt: skip
+    on_sphere = np.abs(np.linalg.norm(mesh.vertices - CENTRE, axis=-1) - RADIUS) < 0.05
+    assert on_sphere.sum() > 100  # the object stays
+    assert (mesh.vertices[:, 2] < GROUND + 0.05).any() != cut
+    assert any("ground" in note for note in notes) == cut

@@ -1,0 +1,131 @@
+"""``rff-nerf-bench``: variants of the NeRF methods trained on one scene, each evaluated on its test views, in one
+results table (``results.json``, ``results.md``).
+
+A variant is ``[LABEL:]METHOD[,key=value...]``: one of this package's methods and options of its trainer config by
+dotted path or an unambiguous tail (``embedding.filtered=false``, ``base_mlp_layer_width=140``,
+``optimizers.fields.optimizer.lr=1e-3``). Each variant trains in this process, one after another, into
+``OUT/runs/<scene>/<label>/``; a rerun skips the finished ones, and ``--shard I/N`` runs every N-th in a process of
+its own.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional, Sequence
+
+from rff_field.cli.common import run_command
+from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
+from rff_field.fit.bench import Job, Variant, parse_shard, parse_variant, run_bench, set_option
+
+METHODS = ("rff-nerf", "rff-nerf-lite", "rff-nerfacto", "rff-nerfacto-lite")
+COLUMNS = [("test PSNR", "psnr", ".2f"), ("test SSIM", "ssim", ".4f"), ("s/step", "seconds_per_step", ".3f"),
+           ("filter at lr-max", "filter_lr_at_max", ".0%")]  # fmt: skip
+
+
+@dataclass
+class NerfBench:
+    """Train variants of rff-nerf and rff-nerfacto on one scene with one protocol and tabulate their test scores."""
+
+    data: Path
+    """The scene: a Blender-format folder (transforms_train.json) or a nerfstudio-data capture (transforms.json)."""
+    out: Path = Path("outputs/nerf-bench")
+    """Folder of the bench: runs/<scene>/<label>/ per variant, results.json, results.md."""
+    variants: tuple[str, ...] = ("baseline:rff-nerf-lite,embedding.filtered=false", "filter:rff-nerf-lite")
+    """Variants [LABEL:]METHOD[,key=value...]; the default: the filter off (the MLP+PE baseline) and on."""
+    steps: int = 2000
+    """Training steps of every variant."""
+    scale: float = 0.125
+    """camera-res-scale-factor of every variant (0.125: 100x100 for the 800x800 synthetic scenes)."""
+    seed: int = 42
+    """Training seed of every variant."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train (auto: CUDA when there is one)."""
+    eval_views: Optional[int] = None
+    """Evaluate this many test views, evenly spaced (None: all)."""
+    shard: str = "1/1"
+    """Run jobs I, I+N, ... of the N in the grid (for separate processes)."""
+
+    def main(self) -> list[dict]:
+        """Run this shard's unfinished variants; returns the finished rows."""
+        check_fields(self, positive_int=("steps",), positive=("scale",))
+        parse_shard(self.shard)
+        if not self.data.is_dir():
+            raise UsageError(f"--data {self.data} is not a folder; pass a scene folder")
+        from rff_field.nerf import quiet_known_warnings
+
+        quiet_known_warnings()  # before nerfstudio is imported
+        variants = [parse_variant(text, {method: {} for method in METHODS}) for text in self.variants]
+        for variant in variants:  # unknown options and bad values stop here, before any training
+            try:
+                self.trainer_config(variant, self.out).prepare()
+            except UsageError as err:
+                raise UsageError(f"variant {variant.label!r}: {err}") from None
+        protocol = {"data": str(self.data.resolve()), "steps": self.steps, "scale": self.scale, "seed": self.seed,
+                    "eval_views": self.eval_views}  # fmt: skip
+        return run_bench(self.out, [self.data.name], variants, self.run_job, protocol, COLUMNS, self.shard)
+
+    def trainer_config(self, variant: Variant, folder: Path):
+        """The variant's trainer config for the scene, without viewer, with the bench's protocol and options."""
+        from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+        from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+        from rff_field.nerf.methods import rff_nerf_config, rff_nerfacto_config
+        from rff_field.nerf.training import run_config
+
+        build = rff_nerfacto_config if variant.preset.startswith("rff-nerfacto") else rff_nerf_config
+        config = run_config(build(lite=variant.preset.endswith("-lite")), self.data, folder / "nerfstudio",
+                            self.steps, experiment_name=variant.label)  # fmt: skip
+        blender = (self.data / "transforms_train.json").exists()
+        config.pipeline.datamanager.dataparser = BlenderDataParserConfig() if blender else NerfstudioDataParserConfig()
+        config.pipeline.datamanager.camera_res_scale_factor = self.scale
+        config.machine.seed, config.machine.device_type = self.seed, self.device
+        config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+        for key, value in variant.options:
+            set_option(config, key, value)
+        return config
+
+    def run_job(self, job: Job) -> None:
+        """Train the variant (an unfinished one starts over), evaluate it on the test views, write metrics.json."""
+        import json
+
+        import torch
+
+        from rff_field.core.filter import split_filter_parameters
+        from rff_field.nerf.evaluate import evaluate_views
+        from rff_field.nerf.loading import load_pipeline
+        from rff_field.nerf.training import train_in_process
+
+        shutil.rmtree(job.folder, ignore_errors=True)  # the bench's own files of an unfinished job
+        config = self.trainer_config(job.variant, job.folder)
+        trained = {}
+        try:
+            config_path = train_in_process(
+                config, lambda trainer: trained.update(model=trainer.pipeline.model, start=time.perf_counter())
+            )
+        except TrainingDiverged as err:
+            (job.folder / "metrics.json").write_text(json.dumps({"diverged": str(err)}))
+            return
+        seconds = time.perf_counter() - trained["start"]  # the steps (and the last checkpoint), not the setup
+        model = trained["model"]
+        filter_params, others = split_filter_parameters(model)
+        rates = model.line_search.records[:, 3] if model.line_search is not None else torch.zeros(0)
+        _, pipeline, _ = load_pipeline(config_path, test_mode="test")
+        metrics = evaluate_views(pipeline, job.folder, max_views=self.eval_views)
+        result = {**metrics["mean"], "method": job.variant.preset, "options": dict(job.variant.options),
+                  "steps": config.max_num_iterations, "seconds_per_step": seconds / config.max_num_iterations,
+                  "params_inr": sum(p.numel() for p in others), "params_filter": sum(p.numel() for p in filter_params),
+                  "filter_lr_at_max": float((rates >= model.config.line_search.lr_max).float().mean())
+                  if len(rates) else None, "config": str(config_path)}  # fmt: skip
+        (job.folder / "metrics.json").write_text(json.dumps(result, indent=1))
+
+
+def entrypoint(args: Optional[Sequence[str]] = None) -> None:
+    """Console script ``rff-nerf-bench``."""
+    run_command("rff-nerf-bench", NerfBench, __doc__, args)
+
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,124 @@
+"""What ns-train settles before it saves a run's config: the device, the options left to the data, and one-line
+errors for options and data that cannot work (in-process: the methods' configs parsed by tyro as ns-train does)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tyro
+
+from rff_field.core.errors import UsageError
+from rff_field.nerf.methods import rff_nerf_config, rff_nerfacto_config
+from tests.nerf.conftest import ns_command
+
+METHODS = {
+    "rff-nerf": lambda: rff_nerf_config(),
+    "rff-nerf-lite": lambda: rff_nerf_config(lite=True),
+    "rff-nerfacto": lambda: rff_nerfacto_config(),
+    "rff-nerfacto-lite": lambda: rff_nerfacto_config(lite=True),
+}
+
+
+def parsed(method: str, *args: str, tmp_path=None):
+    """The method's config with ``args`` parsed as ns-train parses them (runs written under ``tmp_path``)."""
+    default = METHODS[method]()
+    config = tyro.cli(type(default), default=default, args=list(map(str, args)))
+    if tmp_path is not None:
+        config.output_dir = tmp_path
+    return config
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_lite_methods_train_on_the_cpu_without_cuda_and_the_others_need_it(cuda, monkeypatch, scene, tmp_path):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    for method in METHODS:
+        config = parsed(method, "--data", scene, "blender-data", tmp_path=tmp_path)
+        if method.endswith("-lite"):
+            notices = config.prepare()
+            assert config.machine.device_type == ("cuda" if cuda else "cpu")
+            assert any("CPU" in notice for notice in notices) != cuda
+        elif not cuda:
+            with pytest.raises(UsageError, match="--machine.device-type"):
+                config.prepare()
+    config = parsed("rff-nerf-lite", "--data", scene, "--machine.device-type", "cuda", tmp_path=tmp_path)
+    if not cuda:  # the user's flag wins over the fallback
+        with pytest.raises(UsageError, match="--machine.device-type"):
+            config.prepare()
+
+
+@pytest.mark.parametrize("given", [(), ("--pipeline.model.background-color", "random")])
+def test_on_a_blender_scene_rff_nerfacto_chooses_an_object_in_a_void_unless_told(given, scene, capture, tmp_path):
+    config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", *given, "blender-data", "--data", scene,
+                    tmp_path=tmp_path)  # fmt: skip
+    notices = config.prepare()
+    model = config.pipeline.model
+    assert model.background_color == ("random" if given else "white")
+    assert model.camera_optimizer.mode == "off" and model.coarse_sampling_steps == 200
+    (notice,) = [notice for notice in notices if "Blender" in notice]
+    assert ("background-color" in notice) != bool(given)
+    config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", "--data", capture, tmp_path=tmp_path)
+    assert not any("Blender" in notice for notice in config.prepare())
+    model = config.pipeline.model
+    chosen = (model.background_color, model.camera_optimizer.mode, model.coarse_sampling_steps)
+    assert chosen == ("last_sample", "SO3xR3", 0)
+
+
+BAD_OPTIONS = [
+    ("rff-nerf-lite", ["--pipeline.datamanager.camera-res-scale-factor", "nan"], "camera-res-scale-factor"),
+    ("rff-nerf-lite", ["--pipeline.datamanager.camera-res-scale-factor", "inf"], "camera-res-scale-factor"),
+    ("rff-nerf-lite", ["--pipeline.datamanager.camera-res-scale-factor", "0.01"], "camera-res-scale-factor"),
+    (
+        "rff-nerf-lite",
+        ["--pipeline.model.embedding.num-frequencies", "0"],
+        "--pipeline.model.embedding.num-frequencies",
+    ),
+    ("rff-nerf-lite", ["--pipeline.model.embedding.filter-layers", "0"], "--pipeline.model.embedding.filter-layers"),
+    ("rff-nerf-lite", ["--pipeline.model.line-search.lr-max", "-1"], "--pipeline.model.line-search.lr-max"),
+    ("rff-nerf-lite", ["--pipeline.model.skip-connections", "7"], "--pipeline.model.skip-connections"),
+    ("rff-nerf-lite", ["--optimizers.fields.optimizer.lr", "0"], "--optimizers.fields.optimizer.lr"),
+    ("rff-nerf-lite", ["--pipeline.datamanager.train-num-rays-per-batch", "0"], "train-num-rays-per-batch"),
+    ("rff-nerf-lite", ["--machine.seed", "-1"], "--machine.seed"),
+    ("rff-nerf-lite", ["--max-num-iterations", "0"], "--max-num-iterations"),
+    ("rff-nerfacto-lite", ["--pipeline.model.num-levels", "4"], "--pipeline.model.num-levels"),
+    ("rff-nerfacto-lite", ["--pipeline.model.coarse-proposal-samples-per-ray", "8"], "coarse-proposal-samples"),
+    ("rff-nerfacto-lite", ["--pipeline.model.base-num-layers", "0"], "--pipeline.model.base-num-layers"),
+]
+
+
+@pytest.mark.parametrize("method, args, option", BAD_OPTIONS, ids=[" ".join(args) for _, args, _ in BAD_OPTIONS])
+def test_options_that_cannot_work_stop_with_one_line_naming_them(method, args, option, scene, tmp_path):
+    parser = ["blender-data", "--data", scene] if method.startswith("rff-nerfacto") else ["--data", scene]
+    config = parsed(method, "--machine.device-type", "cpu", *args, *parser, tmp_path=tmp_path)
+    with pytest.raises(UsageError, match=option.replace(".", r"\.")) as error:
+        config.prepare()
+    assert "\n" not in str(error.value)
+
+
+BAD_DATA = [
+    (lambda tmp, scene, capture: tmp / "missing", [], "--data"),
+    (lambda tmp, scene, capture: capture, [], "nerfstudio-data"),  # a capture given to the Blender parser
+    (lambda tmp, scene, capture: scene, ["nerfstudio-data"], "blender-data"),
+    (lambda tmp, scene, capture: (scene / "transforms_val.json").unlink() or scene, [], "transforms_val"),
+]
+
+
+@pytest.mark.parametrize("data, parser, named", BAD_DATA, ids=["missing", "capture", "scene", "no-val-split"])
+def test_a_dataset_that_cannot_work_stops_with_one_line_naming_what_to_do(
+    data, parser, named, scene, capture, tmp_path
+):
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(scene, copy)
+    config = parsed("rff-nerf-lite", "--machine.device-type", "cpu", "--data", data(tmp_path, copy, capture), *parser,
+                    tmp_path=tmp_path)  # fmt: skip
+    with pytest.raises(UsageError, match=named):
+        config.prepare()
+
+
+def test_ns_train_stops_a_bad_option_with_one_line_and_status_2(scene, tmp_path):
+    done = ns_command("ns-train", "rff-nerf-lite", "--data", str(scene), "--output-dir", str(tmp_path),
+                      "--pipeline.datamanager.camera-res-scale-factor", "nan")  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("ns-train: error: --pipeline.datamanager.camera-res-scale")
+    assert "Traceback" not in done.stderr and not any(tmp_path.iterdir())  # no run folder left behind
