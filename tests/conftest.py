@@ -4,7 +4,6 @@ import os
 import signal
 
 import pytest
-import torch
 
 
 @pytest.fixture(scope="session", autouse=True)

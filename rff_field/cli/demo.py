@@ -7,9 +7,10 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Annotated, Literal, Optional, Sequence
 
 from rff_field.cli.common import run_command
+from rff_field.common.options import Values
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.errors import UsageError, check_fields
 
@@ -34,10 +35,10 @@ class Demo:
     """Training views of the generated scene."""
     num_test_views: int = 8
     """Test views (an orbit at 30 degrees elevation)."""
-    embedding: EmbeddingConfig = field(
+    embedding: Annotated[EmbeddingConfig, Values] = field(
         default_factory=lambda: EmbeddingConfig(pe_bands="nerf-pytorch", num_frequencies=10, include_input=True)
     )
-    """rff-nerf-lite's position embedding and its filter (--embedding.no-filtered: the MLP+PE baseline)."""
+    """rff-nerf-lite's position embedding and its filter (--embedding.filtered False: the MLP+PE baseline)."""
     mesh_resolution: int = 128
     """Grid points per side of the mesh."""
     mesh_threshold: float = 10.0

@@ -23,5 +23,5 @@ def load_lpips() -> Optional[nn.Module]:
             return LearnedPerceptualImagePatchSimilarity(net_type="alex", normalize=True).eval()
     except Exception as error:  # offline: URLError; missing torchvision: ImportError; damaged cache: RuntimeError
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        logging.getLogger(__name__).info(f"LPIPS skipped: AlexNet's weights could not be loaded ({reason})")
+        logging.getLogger(__name__).warning(f"LPIPS skipped: AlexNet's weights could not be loaded ({reason})")
         return None

@@ -15,7 +15,6 @@ from typing import Dict, List, Optional
 import torch
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.utils import writer
-from nerfstudio.utils.rich_utils import CONSOLE
 from nerfstudio.viewer.viewer_elements import ViewerNumber
 from torch import Tensor, nn
 from torch.nn import Parameter
@@ -135,6 +134,5 @@ class FilteredModelMixin:
             return None
         if self._lpips is None:
             # kept out of the module tree, so that checkpoints do not depend on whether LPIPS could be loaded
-            lpips = load_lpips(lambda message: CONSOLE.print(f"[yellow]Notice: {message}[/yellow]", soft_wrap=True))
-            object.__setattr__(self, "_lpips", lpips or False)
+            object.__setattr__(self, "_lpips", load_lpips() or False)
         return self._lpips.to(self.device) if self._lpips else None  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from rff_field.core.errors import UsageError
 from rff_field.core.filter import named_param_groups, split_filter_parameters
 from rff_field.core.line_search import FilterLineSearch, LineSearchConfig, attach_line_search, filter_step_size
 from rff_field.inr.mlp import FourierFeatureMLP
-from tests.host_reads import HostReads
+from tests.core.host_reads import HostReads
 
 NAN, INF = math.nan, math.inf
 

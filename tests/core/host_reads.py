@@ -21,8 +21,7 @@ class HostReads(TorchFunctionMode):
     Args:
         allowed: Ids of tensors whose reads are not recorded.
         package: Record only reads made directly by code in this folder (e.g. the rff_field package): reads inside
-            torch, such as Adam reading its step counters kept on the CPU, are then left out, and so are those of
-            ``rff_field.core.line_search.cpu_step_count``, which reads the same counters.
+            torch, such as Adam reading its step counters kept on the CPU, are then left out.
     """
 
     def __init__(self, allowed: frozenset[int] = frozenset(), package: Optional[Path] = None) -> None:
@@ -38,6 +37,6 @@ class HostReads(TorchFunctionMode):
                 frame = frame.f_back  # the Python wrappers of Tensor.__float__ and the like
             where = Path(frame.f_code.co_filename) if frame is not None else Path("?")
             in_package = self.package is None or self.package in where.parents
-            if in_package and (frame is None or frame.f_code.co_name != "cpu_step_count"):
+            if in_package:
                 self.reads.append(f"{where.name}:{frame.f_lineno if frame else 0} {func.__name__}")
         return func(*args, **(kwargs or {}))
