@@ -90,3 +90,10 @@ def test_every_ns_train_option_shown_names_a_config_field():
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_misspelt_flag_does_not_parse(command, capsys):
     assert parses(command, "--no-such-flag 1", capsys) != ""
+
+
+def test_the_readme_torch_example_runs_and_sets_the_filter_rate_every_step():
+    readme = (REPO / "README.md").read_text()
+    scope: dict = {}
+    exec(re.search(r"```python\n(.*?)```", readme, re.S).group(1), scope)
+    assert scope["rates"].shape == (200,) and bool((scope["rates"] > 0).all())

@@ -12,6 +12,7 @@ from rff_field.sdf.data import ShapeSampler
 from rff_field.sdf.fit import SDFTask
 
 SMALL = ["--points-per-step", "1000", "--hidden-features", "32", "--hidden-layers", "1", "--resolution", "32",
+         "--embedding.num-frequencies", "64",
          "--device", "cpu", "--no-progress"]  # fmt: skip
 
 
