@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Download the wheels that a GPU machine with torch but without nerfstudio needs to run scripts/gpu_nerf.sh, into
-# .whl/nerf (23 MB; the device's carry limit is 64 MiB). Versions are those of this machine's .venv; python 3.12,
-# manylinux x86_64. The lent GPU machines already have opencv-python-headless, tensorboard, protobuf, absl-py,
-# simplejson and imageio, so they are left out. benchmarks/nerf/gpu.md says how to carry and install them.
+# Download the wheels that a GPU machine with torch but without nerfstudio needs to run rff-nerf-bench
+# (scripts/bench_nerf_gpu.sh) or, with tyro among them, rff-image there, into .whl/nerf (23 MB on 2026-11-28; the
+# device's carry limit is 64 MiB). Versions are those of this machine's .venv; python 3.12, manylinux x86_64. The lent
+# GPU machines already had opencv-python-headless, tensorboard, protobuf, absl-py, simplejson and imageio, so they are
+# left out. Install them there with
+# `python -m pip install --no-index --no-deps --target .whl/site .whl/nerf/*.whl` and PYTHONPATH=$PWD/.whl/site.
 #
 # usage: scripts/gpu_nerf_wheels.sh [PYTHON_VERSION]      (default 3.12)
 set -euo pipefail
