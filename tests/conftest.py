@@ -27,3 +27,15 @@ def own_compile_cache(tmp_path_factory):
         del os.environ["TORCHINDUCTOR_CACHE_DIR"]
     else:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """One intra-op thread: no test's premise depends on the thread count, and on a 2-core machine that other work
+    shares, two threads wait on each other (the suite took 12 minutes so, under 2 with one thread)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
