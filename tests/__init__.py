@@ -21,3 +21,12 @@ class Block(importlib.abc.MetaPathFinder):
         return None
 sys.meta_path.insert(0, Block())
 """
+
+
+def exit_status(entrypoint, args) -> int:
+    """The exit status of a console script's ``entrypoint(args)`` run in-process (0 when it returns)."""
+    try:
+        entrypoint([str(arg) for arg in args])
+    except SystemExit as end:
+        return end.code
+    return 0

@@ -8,15 +8,12 @@ import pytest
 from PIL import Image
 
 from rff_field.cli.image import entrypoint
+from tests import exit_status
 
 
 def rff_image(*args):
     """Run ``rff-image args``; its exit status."""
-    try:
-        entrypoint([str(arg) for arg in args])
-    except SystemExit as exit:
-        return exit.code
-    return 0
+    return exit_status(entrypoint, args)
 
 
 @pytest.fixture(scope="module")

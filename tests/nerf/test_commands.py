@@ -8,16 +8,12 @@ import json
 import pytest
 
 from rff_field.cli import demo, export_mesh, nerf_bench, scene
+from tests import exit_status
 
 
 def run(entrypoint, args, capsys) -> tuple[int, str]:
     """The exit status and stderr of an in-process command."""
-    try:
-        entrypoint([str(arg) for arg in args])
-        code = 0
-    except SystemExit as end:
-        code = end.code
-    return code, capsys.readouterr().err
+    return exit_status(entrypoint, args), capsys.readouterr().err
 
 
 def test_rff_scene_writes_both_layouts_with_the_view_counts_of_rff_demo(tmp_path, capsys):

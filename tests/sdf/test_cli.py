@@ -10,6 +10,7 @@ import trimesh
 from rff_field.cli.sdf import entrypoint
 from rff_field.sdf.data import ShapeSampler
 from rff_field.sdf.fit import SDFTask
+from tests import exit_status
 
 SMALL = ["--points-per-step", "1000", "--hidden-features", "32", "--hidden-layers", "1", "--resolution", "32",
          "--embedding.num-frequencies", "64",
@@ -18,12 +19,7 @@ SMALL = ["--points-per-step", "1000", "--hidden-features", "32", "--hidden-layer
 
 def run(args, capsys) -> tuple[int, str]:
     """Exit status and stderr of ``rff-sdf ARGS``."""
-    try:
-        entrypoint([str(arg) for arg in args])
-        code = 0
-    except SystemExit as exit:
-        code = exit.code
-    return code, capsys.readouterr().err
+    return exit_status(entrypoint, args), capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
