@@ -85,10 +85,10 @@ PAPER = {"MLP+PE": 25.67, "PE+Ours": 40.96}  # Table 1, Kodak 768x512, 3x256, 20
 CKPT_EVERY_S = 180
 NOTE = (
     "Chosen from the measured seconds per iteration (about 55 s for one pass of all 17 rows of one image, side by "
-    "side) to fit about 6 h of one thread. Runs went one at a time, two at a time (one per core) for the last ones; "
-    "the rows marked 'not run' (most of scale 64) were cut when time ran out. Recorded with this script at commit "
-    "77cc4f9 on the package's API of that time, then ported to today's API: the ported script's first pass "
-    "reproduces the recorded one (kodim05, mlp-wire26 and filt-ls-d256-s256, to the 4 decimals kept)."
+    "side) to fit the CPU time at hand. Runs went one at a time, two at a time (one per core) for the later ones. "
+    "Recorded with this script at commit 77cc4f9 on the package's API of that time, then ported to today's API: the "
+    "ported script's first pass reproduces the recorded one (kodim05, mlp-wire26 and filt-ls-d256-s256, to the 4 "
+    "decimals kept)."
 )
 
 
@@ -454,8 +454,8 @@ def report() -> None:
         verdict = (
             "Most of the filter's lead is its parameters and its learning rate: trained at the filter's unscaled rate, "
             f"a plain MLP of equal parameters ends near the filtered network ({ends}), where at the paper's "
-            f"batch-scaled rate it trails by {min(g for *_, g in gap):.1f} to {max(g for *_, g in gap):.1f} dB. "
-            + verdict
+            f"batch-scaled rate it trails by {min(g for *_, g in gap):.1f} to {max(g for *_, g in gap):.1f} dB "
+            "(both scales). " + verdict
         )
     lines = [
         "# The paper's width at x2: the filter, or the parameters it adds? (CPU)",
@@ -573,6 +573,18 @@ def report() -> None:
     slow = [
         f"{k} {t['ratio_to_pair']:.1f}x" for k, t in timing.items() if k.startswith("filt-ls") and k.endswith("s256")
     ]
+    lose += [
+        f"- {im}, D = {dim}, scale 256: {g:+.2f} dB against the plain MLP of equal parameters trained at the filter's "
+        f"rate ({f['best_psnr']:.2f} against {c['best_psnr']:.2f})"
+        for (im, dim, f, c), g in zip(rate_control(fin), (g for *_, g in rated))
+        if g <= 0
+    ]
+    lose += [
+        f"- {im}, D = {dim}, scale {s}: the line search {f['best_psnr'] - c['best_psnr']:+.2f} dB against a constant "
+        "1e-3 for the filter"
+        for im, dim, s, f, c, e, p in pairs
+        if c and f["best_psnr"] < c["best_psnr"]
+    ]
     lines += ["", "## Where we lose", ""] + (lose or ["- nowhere among the finished comparisons (best PSNR)"])
     lines += (
         [
@@ -588,7 +600,7 @@ def report() -> None:
         "## Setup",
         "",
         f"- Machine: {model} (`lscpu`), torch {torch.__version__}, 1 thread (OMP_NUM_THREADS=1, "
-        "torch.set_num_threads(1)), one run at a time, on 2 cores shared with other jobs. The table's s/it come "
+        "torch.set_num_threads(1)) per run, on 2 cores shared with other jobs. The table's s/it come "
         f"from `measure` (every row in turn in one process on kodim05, median of "
         f"{d.get('timing', {}).get('passes', '?')} passes after a warm-up pass); each run's own wall time per "
         "iteration, subject to the other jobs' load, is in the JSON (`s_per_iter_run`).",
@@ -634,7 +646,7 @@ def report() -> None:
         ylabel="best PSNR (dB)",
         title=f"Kodak x2, 3x128 INR, {iters} iterations (filled: scale 256, hollow: 64)",
     )
-    ax.legend(fontsize=7, ncol=2, loc="center right")
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
     fig.tight_layout()
     fig.savefig(HERE / "paper_width.png", dpi=120)
 
