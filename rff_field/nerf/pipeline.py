@@ -51,13 +51,10 @@ def check_pipeline(config: VanillaPipelineConfig, test_mode: TestMode, method: O
     config.model.check()
     datamanager = config.datamanager
     check_fields(datamanager, positive_int=("train_num_rays_per_batch", "eval_num_rays_per_batch"),
-                 prefix="--pipeline.datamanager.")  # fmt: skip
-    scale = datamanager.camera_res_scale_factor
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise UsageError(f"{SCALE_OPTION} must be a positive finite number, got {scale}")
+                 positive=("camera_res_scale_factor",), prefix="--pipeline.datamanager.")  # fmt: skip
     image = check_dataset(datamanager.dataparser, dataset_path(config), test_mode, method)
     if image is not None:
-        check_scaled_size(image, scale, SCALE_OPTION)
+        check_scaled_size(image, datamanager.camera_res_scale_factor, SCALE_OPTION)
 
 
 @dataclass

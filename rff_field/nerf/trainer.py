@@ -7,7 +7,6 @@ Everything here is a subclass hook (``print_to_terminal``, ``train``, ``train_it
 
 from __future__ import annotations
 
-import math
 import signal
 import sys
 import threading
@@ -71,9 +70,8 @@ class RFFTrainerConfig(TrainerConfig):
         if not 0 <= self.machine.seed < 2**32:  # numpy's seeds (nerfstudio seeds numpy)
             raise UsageError(f"--machine.seed must lie in [0, 2**32), got {self.machine.seed}")
         for name, group in self.optimizers.items():
-            lr = group["optimizer"].lr
-            if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-                raise UsageError(f"--optimizers.{name.replace('_', '-')}.optimizer.lr must be positive, got {lr}")
+            prefix = f"--optimizers.{name.replace('_', '-')}.optimizer."
+            check_fields(group["optimizer"], positive=("lr",), prefix=prefix)
         resuming = self.load_dir is not None or self.load_checkpoint is not None
         if not resuming and any(self.get_checkpoint_dir().glob("step-*.ckpt")):
             raise UsageError(
