@@ -3,7 +3,6 @@ mesh, all under one folder; nothing is downloaded."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Annotated, Literal, Optional, Sequence
 
 from rff_field.cli.common import run_command
 from rff_field.common.options import Values
+from rff_field.common.outputs import write_json
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.errors import UsageError, check_fields
 
@@ -50,10 +50,14 @@ class Demo:
 
     def main(self) -> dict:
         """Run the demo; returns the summary also written to OUTPUT_DIR/summary.json."""
-        check_fields(self, positive_int=("steps", "num_train_views", "num_test_views"), positive=("mesh_threshold",))
+        from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
+
+        spec = SceneSpec(self.image_size, self.num_train_views, num_test_views=self.num_test_views)
+        spec.check()
+        check_fields(self, positive_int=("steps",), positive=("mesh_threshold",))
         self.embedding.check("--embedding.")
-        if min(self.image_size, self.mesh_resolution) < 8:
-            raise UsageError("--image-size and --mesh-resolution must be at least 8")
+        if self.mesh_resolution < 8:
+            raise UsageError(f"--mesh-resolution must be at least 8, got {self.mesh_resolution}")
         out = self.output_dir
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             if not (out / MARKER).exists():
@@ -70,13 +74,11 @@ class Demo:
         from rff_field.nerf.evaluate import evaluate_views
         from rff_field.nerf.loading import load_pipeline
         from rff_field.nerf.methods import rff_nerf_config
-        from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
         from rff_field.nerf.training import run_config, train_in_process
 
         out.mkdir(parents=True, exist_ok=True)
         (out / MARKER).write_text("written by rff-demo; rff-demo --overwrite may replace this folder\n")
         CONSOLE.rule("[bold]1/4 The synthetic scene")
-        spec = SceneSpec(self.image_size, self.num_train_views, num_test_views=self.num_test_views)
         scene = write_blender_scene(out / "scene", spec, progress=True)
         CONSOLE.rule(f"[bold]2/4 rff-nerf-lite, {self.steps} steps")
         config = run_config(rff_nerf_config(lite=True), scene, out / "runs", self.steps, experiment_name="demo")
@@ -91,7 +93,7 @@ class Demo:
         mesh = ExportMesh(config_path, out / "mesh.ply", self.mesh_threshold, self.mesh_resolution).main()
         summary = {"steps": step + 1, "test_metrics": metrics["mean"], "scene": str(scene), "config": str(config_path),
                    "renders": str(out / "eval" / "renders"), "mesh": str(mesh)}  # fmt: skip
-        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        write_json(out / "summary.json", summary)
         psnr, ssim = metrics["mean"]["psnr"], metrics["mean"]["ssim"]
         CONSOLE.print(f"Test views: {psnr:.2f} dB PSNR, SSIM {ssim:.4f}; renders in {summary['renders']}, mesh "
                       f"{mesh}\nOpen the run in the viewer: ns-viewer --load-config {config_path}",

@@ -17,9 +17,10 @@ import tyro
 
 from rff_field.cli.common import run_command
 from rff_field.common.options import Flat, Values
+from rff_field.common.outputs import save_image
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.fit.bench import Job, apply_variant, check_fit_folder, parse_variant, run_bench
-from rff_field.image.data import downsample, load_image, save_image
+from rff_field.image.data import downsample, load_image
 from rff_field.image.fit import OUTPUTS, ImageFitConfig, fit_image, load_fit, render
 from rff_field.image.plots import plot_bench
 from rff_field.inr.config import PRESETS, network_label

@@ -89,10 +89,9 @@ class NerfBench:
 
     def run_job(self, job: Job) -> None:
         """Train the variant (an unfinished one starts over), evaluate it on the test views, write metrics.json."""
-        import json
-
         import torch
 
+        from rff_field.common.outputs import write_json
         from rff_field.core.filter import split_filter_parameters
         from rff_field.nerf.evaluate import evaluate_views
         from rff_field.nerf.loading import load_pipeline
@@ -106,7 +105,7 @@ class NerfBench:
                 config, lambda trainer: trained.update(model=trainer.pipeline.model, start=time.perf_counter())
             )
         except TrainingDiverged as err:
-            (job.folder / "metrics.json").write_text(json.dumps({"diverged": str(err)}))
+            write_json(job.folder / "metrics.json", {"diverged": str(err)})
             return
         seconds = time.perf_counter() - trained["start"]  # the steps (and the last checkpoint), not the setup
         model = trained["model"]
@@ -119,7 +118,7 @@ class NerfBench:
                   "params_inr": sum(p.numel() for p in others), "params_filter": sum(p.numel() for p in filter_params),
                   "filter_lr_at_max": float((rates >= model.config.line_search.lr_max).float().mean())
                   if len(rates) else None, "config": str(config_path)}  # fmt: skip
-        (job.folder / "metrics.json").write_text(json.dumps(result, indent=1))
+        write_json(job.folder / "metrics.json", result)
 
 
 def entrypoint(args: Optional[Sequence[str]] = None) -> None:

@@ -1,5 +1,5 @@
 """Writing result files atomically (readers see the old file or the whole new one; a killed run leaves no half
-file), JSON that standard parsers read (no NaN), figures made without pyplot."""
+file), JSON that standard parsers read (no NaN), PNGs, figures made without pyplot."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def finite(value: Any) -> Any:
@@ -43,6 +46,16 @@ def write_text(path: Path, text: str) -> None:
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON (non-finite floats as null) to ``path`` atomically."""
     write_text(path, json.dumps(finite(data), indent=1) + "\n")
+
+
+def save_image(pixels: Tensor, path: Path) -> None:
+    """Write a tensor ``[H, W, C]`` of values in [0, 1] as an 8-bit PNG (one channel as grayscale), atomically."""
+    import numpy as np
+    from PIL import Image
+
+    array = np.rint(pixels.detach().cpu().clamp(0, 1).numpy() * 255).astype(np.uint8)
+    with written_atomically(path) as temporary:
+        Image.fromarray(array[..., 0] if array.shape[2] == 1 else array).save(temporary, format="PNG")
 
 
 def write_torch(path: Path, data: Any) -> None:

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from rff_field.common.outputs import written_atomically
 from rff_field.core.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -76,12 +75,3 @@ def pixel_coordinates(height: int, width: int) -> Float[Tensor, "HW 2"]:
     """Coordinates ``(x, y)`` of every pixel in [-1, 1] (``linspace`` per axis, as the WIRE repository), row-major."""
     y, x = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
     return torch.stack([x, y], dim=-1).reshape(-1, 2)
-
-
-def save_image(pixels: Float[Tensor, "H W C"], path: Path) -> None:
-    """Write values in [0, 1] as an 8-bit PNG (one channel as grayscale), atomically."""
-    from PIL import Image
-
-    array = np.rint(pixels.detach().cpu().clamp(0, 1).numpy() * 255).astype(np.uint8)
-    with written_atomically(path) as temporary:
-        Image.fromarray(array[..., 0] if array.shape[2] == 1 else array).save(temporary, format="PNG")

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from rff_field.common.machine import machine_description
 from rff_field.common.options import Flat
-from rff_field.common.outputs import write_json, write_torch
+from rff_field.common.outputs import save_image, write_json, write_torch
 from rff_field.common.torch_state import seeded
 from rff_field.common.trained import WEIGHTS_FILE, config_from_dict, load_trained_network
 from rff_field.core.embedding import EmbeddingConfig, warn_if_aliased
@@ -26,7 +26,7 @@ from rff_field.core.errors import check_fields
 from rff_field.core.filter import split_filter_parameters
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
 from rff_field.fit.loop import FitTask, TrainConfig, train
-from rff_field.image.data import pixel_coordinates, save_image
+from rff_field.image.data import pixel_coordinates
 from rff_field.image.metrics import image_metrics, psnr_from_mse
 from rff_field.image.plots import plot_comparison, plot_curves
 from rff_field.inr.config import NetworkConfig, build_network, count_parameters, network_label

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Optional
@@ -11,11 +10,8 @@ import numpy as np
 import torch
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline
 from nerfstudio.utils import colormaps
-from PIL import Image
 
-
-def _png(image: torch.Tensor, path: Path) -> None:
-    Image.fromarray((image.clamp(0, 1).cpu().numpy() * 255).round().astype(np.uint8)).save(path)
+from rff_field.common.outputs import save_image, write_json
 
 
 @torch.no_grad()
@@ -55,14 +51,13 @@ def evaluate_views(
         rgb = outputs["rgb"]
         views.append({"view": name, **metrics, "render_seconds": seconds, "rays": rgb.shape[0] * rgb.shape[1]})
         if renders is not None:
-            _png(
-                model.renderer_rgb.blend_background(batch["image"].to(rgb.device))[..., :3], renders / f"{name}_gt.png"
-            )
-            _png(rgb, renders / f"{name}_rgb.png")
+            gt = model.renderer_rgb.blend_background(batch["image"].to(rgb.device))[..., :3]
+            save_image(gt, renders / f"{name}_gt.png")
+            save_image(rgb, renders / f"{name}_rgb.png")
             depth = colormaps.apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"])
-            _png(depth, renders / f"{name}_depth.png")
+            save_image(depth, renders / f"{name}_depth.png")
     mean = {key: float(np.mean([view[key] for view in views])) for key in views[0] if key != "view"}
     result = {"mean": mean, "num_views": len(views), "views": views}
     if output_dir is not None:
-        (Path(output_dir) / "metrics.json").write_text(json.dumps(result, indent=1))
+        write_json(Path(output_dir) / "metrics.json", result)
     return result
