@@ -75,12 +75,11 @@ class ExportMesh:
         from nerfstudio.utils.rich_utils import CONSOLE
 
         from rff_field.common.mesh import write_mesh
-        from rff_field.nerf.loading import load_pipeline, read_run_config
+        from rff_field.nerf.loading import load_pipeline
         from rff_field.nerf.mesh_export import Frame, camera_focus, density_mesh
         from rff_field.nerf.model import RFFNeRFModel
 
-        run = read_run_config(self.load_config)  # at once, before the data and the model load
-        _, pipeline, step = load_pipeline(self.load_config)
+        run, pipeline, step = load_pipeline(self.load_config)
         model = pipeline.model
         if isinstance(model, RFFNeRFModel):
             field = model.field_fine if self.field == "fine" else model.field_coarse

@@ -16,10 +16,9 @@ from typing import Annotated, Optional, Sequence, Union
 import tyro
 
 from rff_field.cli.common import run_command
+from rff_field.common.options import Flat
 from rff_field.core.errors import UsageError
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
-
-Flat = tyro.conf.arg(name="", prefix_name=False)
 
 
 def generate(out: Path, spec, write, method: str) -> Path:

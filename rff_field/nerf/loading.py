@@ -11,8 +11,7 @@ from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
 
 from rff_field.core.errors import UsageError
-from rff_field.nerf.model import RFFNeRFModelConfig
-from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
+from rff_field.nerf.filtered_model import FilteredModelConfig
 
 HINT = "pass the config.yml that ns-train printed at the end of training"
 
@@ -34,7 +33,7 @@ def read_run_config(config_path: Path, any_method: bool = False) -> TrainerConfi
                          f"{HINT}") from None  # fmt: skip
     if not isinstance(config, TrainerConfig):
         raise UsageError(f"--load-config {config_path} is not a nerfstudio config.yml; {HINT}")
-    if not any_method and not isinstance(config.pipeline.model, (RFFNeRFModelConfig, RFFNerfactoModelConfig)):
+    if not any_method and not isinstance(config.pipeline.model, FilteredModelConfig):
         raise UsageError(f"--load-config {config_path} is a '{config.method_name}' run; this command reads runs of "
                          "rff-nerf(-lite) and rff-nerfacto(-lite)")  # fmt: skip
     config.relative_model_dir = config_path.resolve().parent / config.relative_model_dir
@@ -54,7 +53,7 @@ def load_pipeline(
     """
     config = read_run_config(config_path, any_method)
     checkpoint = max(config.relative_model_dir.glob("step-*.ckpt"), key=lambda p: int(p.stem.split("-")[1]))
-    ours = isinstance(config.pipeline.model, (RFFNeRFModelConfig, RFFNerfactoModelConfig))
+    ours = isinstance(config.pipeline.model, FilteredModelConfig)
     state = torch.load(checkpoint, map_location="cpu", weights_only=ours)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     pipeline = config.pipeline.setup(device=device, test_mode=test_mode)
