@@ -14,9 +14,9 @@ from rff_field.nerf import quiet_known_warnings
 from rff_field.nerf.methods import rff_nerf_config
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
 from rff_field.nerf.training import run_config, train_in_process
+from tests import REPO
 
 quiet_known_warnings()
-REPO = Path(__file__).resolve().parents[2]
 STEPS = 24
 LOG_EVERY = 4
 

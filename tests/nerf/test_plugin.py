@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from tests.nerf.conftest import REPO
+from tests import REPO
 
 LOAD_AS_NS_TRAIN = r"""
 import importlib, inspect, json, re, sys

@@ -4,9 +4,6 @@ a rate that collapses the density; the demo."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 import trimesh
@@ -15,11 +12,12 @@ from rff_field.cli import demo, export_mesh, scene
 from rff_field.nerf.evaluate import evaluate_views
 from rff_field.nerf.loading import load_pipeline
 from rff_field.nerf.training import train_in_process
-from tests.nerf.conftest import REPO, ns_command
+from tests import SHARED_DATA
+from tests.nerf.conftest import ns_command
 from tests.nerf.test_options import parsed
 
 pytestmark = pytest.mark.slow
-CHAIR = Path(os.environ.get("RFF_DATA", REPO.parent / "shared" / "data")) / "nerf_synthetic" / "chair"
+CHAIR = SHARED_DATA / "nerf_synthetic" / "chair"
 TOPS = {"cube": (-0.35, -0.35, 0.2), "cylinder": (0.4, -0.35, 0.55), "sphere": (0.3, 0.35, 0.2)}
 """The tops of the capture's objects, in its own coordinates."""
 needs_chair = pytest.mark.skipif(not CHAIR.is_dir(), reason="the NeRF synthetic chair is not in $RFF_DATA")
