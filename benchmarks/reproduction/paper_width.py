@@ -27,13 +27,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from PIL import Image  # noqa: E402
 from torch import nn  # noqa: E402
 
 # ---------------- the project's API: every call of it is here ---------------------------------------------------------
 from rff_field.core.embedding import EmbeddingConfig  # noqa: E402
 from rff_field.core.filter import FilteredEncoding, named_param_groups  # noqa: E402
 from rff_field.core.line_search import LineSearchConfig, attach_line_search  # noqa: E402
+from rff_field.image.data import downsample, load_image, pixel_coordinates  # noqa: E402
+from rff_field.image.metrics import ssim  # noqa: E402
 
 LS_MAX, LS_EPS = 1e-3, 1e-6  # the line search's bound and epsilon (project defaults; the paper's alpha_max)
 
@@ -139,26 +140,8 @@ QUEUE = [
 
 
 def load(name: str) -> torch.Tensor:
-    """kodimNN as [H, W, 3] in [0, 1], area-downsampled x2 (384x256, as rff_field.image.data.downsample)."""
-    x = torch.from_numpy(np.asarray(Image.open(KODAK / f"{name}.png").convert("RGB"), dtype=np.float32) / 255.0)
-    h, w = x.shape[0] // 2, x.shape[1] // 2
-    return F.interpolate(x.permute(2, 0, 1)[None], size=(h, w), mode="area")[0].permute(1, 2, 0).contiguous()
-
-
-def coordinates(h: int, w: int) -> torch.Tensor:  # (x, y) in [-1, 1], row-major, as the WIRE repository
-    y, x = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
-    return torch.stack([x, y], -1).reshape(-1, 2)
-
-
-def ssim(a: torch.Tensor, b: torch.Tensor) -> float:
-    """scikit-image's default SSIM (7x7 uniform windows, sample covariance, data range 1, valid region,
-    channel mean)."""
-    a, b = a.clamp(0, 1).permute(2, 0, 1)[:, None].double(), b.permute(2, 0, 1)[:, None].double()
-    m = lambda t: F.avg_pool2d(t, 7, 1)  # noqa: E731
-    ua, ub, n = m(a), m(b), 49 / 48
-    va, vb, cab = n * (m(a * a) - ua * ua), n * (m(b * b) - ub * ub), n * (m(a * b) - ua * ub)
-    c1, c2 = 0.01**2, 0.03**2
-    return float((((2 * ua * ub + c1) * (2 * cab + c2)) / ((ua**2 + ub**2 + c1) * (va + vb + c2))).mean())
+    """kodimNN as [H, W, 3] in [0, 1], area-downsampled x2 (384x256)."""
+    return downsample(load_image(KODAK / f"{name}.png")[0], 2)
 
 
 class Net(nn.Module):
@@ -185,7 +168,7 @@ class Fit:
         key = (self.row["pe"], self.row["D"], self.row["scale"])
         if key not in gamma_cache:  # the fixed embedding of the grid, computed once (as the project's PixelPredictor)
             with torch.no_grad():
-                gamma_cache[key] = raw_embedding(self.model.embedding, coordinates(h, w)).contiguous()
+                gamma_cache[key] = raw_embedding(self.model.embedding, pixel_coordinates(h, w)).contiguous()
         self.gamma, self.target, self.pixels = gamma_cache[key], pixels.reshape(-1, 3), pixels
         self.n = h * w
         inr_lr = LR * (1.0 if self.row.get("inr_lr_unscaled") else min(1.0, BATCH / self.n))
