@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,13 +28,15 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 # ---------------- the project's API: every call of it is here ---------------------------------------------------------
+from rff_field.common.machine import machine_description  # noqa: E402
+from rff_field.common.outputs import write_json, write_torch  # noqa: E402
 from rff_field.core.embedding import EmbeddingConfig  # noqa: E402
 from rff_field.core.filter import FilteredEncoding, named_param_groups  # noqa: E402
 from rff_field.core.line_search import LineSearchConfig, attach_line_search  # noqa: E402
 from rff_field.image.data import downsample, load_image, pixel_coordinates  # noqa: E402
-from rff_field.image.metrics import ssim  # noqa: E402
+from rff_field.image.metrics import psnr_from_mse, ssim  # noqa: E402
 
-LS_MAX, LS_EPS = 1e-3, 1e-6  # the line search's bound and epsilon (project defaults; the paper's alpha_max)
+LINE_SEARCH = LineSearchConfig()  # the project's defaults: bound (the paper's alpha_max) 1e-3, epsilon 1e-6
 
 
 def make_embedding(row: dict, side: int) -> nn.Module:
@@ -69,7 +69,7 @@ def make_optimizer(model: nn.Module, inr_lr: float, filter_lr: float) -> torch.o
 def line_search(optimizer, loss_box: list):
     """The project's line search, hooked before every optimizer step; its ``records`` rows are
     (loss, d_filter, lr_d_inr, lr) of every step."""
-    return attach_line_search(LineSearchConfig(lr_max=LS_MAX, eps=LS_EPS), optimizer, lambda: loss_box[0])
+    return attach_line_search(LINE_SEARCH, optimizer, lambda: loss_box[0])
 
 
 # ---------------- end of the project's API ---------------------------------------------------------------------------
@@ -78,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 OUT = ROOT / "outputs" / "paper_width"
 JSON = HERE / "paper_width.json"
-KODAK = Path(os.environ.get("KODAK", ROOT.parent / "shared" / "data" / "kodak"))  # beside the checkout
+KODAK = Path(os.environ.get("RFF_DATA", ROOT.parent / "shared" / "data")) / "kodak"  # as the slow tests read it
 IMAGES = ["kodim05", "kodim01"]
 WIDTH, BATCH, LR, DECAY, FILTER_LR, SEED = 128, 16384, 1e-3, 0.1, 1e-3, 0
 SCALES = {256: "Figure 2's 512 at 768 px wide, halved with the image", 64: "the sweep's 32 at x4, doubled"}
@@ -236,8 +236,8 @@ class Fit:
     @torch.no_grad()
     def evaluate(self) -> dict:
         pred = torch.cat([self.model(g) for g in self.gamma.split(BATCH)]).reshape(self.pixels.shape)
-        final = -10 * math.log10(float(((pred - self.pixels) ** 2).mean()))
-        hist = [-10 * math.log10(m) for m in self.mse]
+        final = psnr_from_mse(float(((pred - self.pixels) ** 2).mean()))
+        hist = [psnr_from_mse(m) for m in self.mse]
         best = max(hist + [final])  # the best pass, or the final model where it is better (as rff_field.image.fit)
         params = sum(p.numel() for p in self.model.parameters())
         out = dict(
@@ -258,8 +258,8 @@ class Fit:
         )
         if self.records:
             r = np.asarray(self.records)  # loss, d_filter, lr_d_inr, lr of every step
-            cross = np.abs((r[:, 0] + r[:, 2]) / (-r[:, 1] + LS_EPS))
-            low = np.flatnonzero(r[:, 3] < LS_MAX * (1 - 1e-9))  # the steps the rule set below its bound
+            cross = np.abs((r[:, 0] + r[:, 2]) / (-r[:, 1] + LINE_SEARCH.eps))
+            low = np.flatnonzero(r[:, 3] < LINE_SEARCH.lr_max * (1 - 1e-9))  # the steps the rule set below its bound
             out.update(
                 at_bound=1 - len(low) / len(r),
                 at_zero=float(np.mean(r[:, 3] <= 0)),
@@ -275,12 +275,10 @@ def read_json() -> dict:
     return json.loads(JSON.read_text()) if JSON.exists() else {"runs": {}}
 
 
-def write_json(update) -> None:
+def update_json(update) -> None:
     data = read_json()
     update(data)
-    tmp = JSON.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, JSON)
+    write_json(JSON, data)
 
 
 def run(job: str, iters: int, cache: dict) -> None:
@@ -299,10 +297,9 @@ def run(job: str, iters: int, cache: dict) -> None:
 
     def save(status: str) -> None:
         OUT.mkdir(parents=True, exist_ok=True)
-        torch.save(fit.state(), ckpt.with_suffix(".tmp"))
-        os.replace(ckpt.with_suffix(".tmp"), ckpt)
+        write_torch(ckpt, fit.state())
         result = dict(fit.evaluate(), image=image, status=status)
-        write_json(lambda d: d["runs"].__setitem__(job, result))
+        update_json(lambda d: d["runs"].__setitem__(job, result))
         print(
             f"{job}: {status} at {fit.it}/{iters}, best {result['best_psnr']:.2f} dB, "
             f"{result['s_per_iter_run']:.2f} s/it",
@@ -329,7 +326,7 @@ def refresh() -> None:
             fit = Fit(label, cache[image], r["iters"], {})
             fit.restore(torch.load(ckpt, weights_only=False))
             result = dict(fit.evaluate(), image=image, status="finished")
-            write_json(lambda d, job=job, result=result: d["runs"].__setitem__(job, result))
+            update_json(lambda d, job=job, result=result: d["runs"].__setitem__(job, result))
 
 
 def measure(passes: int) -> None:
@@ -358,7 +355,7 @@ def measure(passes: int) -> None:
         )
         for k in ROWS
     }
-    write_json(
+    update_json(
         lambda d: d.update(
             timing=dict(passes=passes, image="kodim05", rows=timing), measure_cpu_seconds=time.process_time() - c0
         )
@@ -402,8 +399,6 @@ def report() -> None:
 
     d = read_json()
     runs, timing = d["runs"], d.get("timing", {}).get("rows", {})
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
     iters = max((r["iters"] for r in runs.values()), default=0)
     fin = lambda im, k: (r := runs.get(f"{im}/{k}")) and r["status"] == "finished" and r or None  # noqa: E731
 
@@ -582,8 +577,8 @@ def report() -> None:
         "",
         "## Setup",
         "",
-        f"- Machine: {model} (`lscpu`), torch {torch.__version__}, 1 thread (OMP_NUM_THREADS=1, "
-        "torch.set_num_threads(1)) per run, on 2 cores shared with other jobs. The table's s/it come "
+        f"- Machine: {machine_description(torch.device('cpu'))} (OMP_NUM_THREADS=1, torch.set_num_threads(1)) per "
+        "run, on 2 cores shared with other jobs. The table's s/it come "
         f"from `measure` (every row in turn in one process on kodim05, median of "
         f"{d.get('timing', {}).get('passes', '?')} passes after a warm-up pass); each run's own wall time per "
         "iteration, subject to the other jobs' load, is in the JSON (`s_per_iter_run`).",
