@@ -2,7 +2,8 @@
 
 A command is a dataclass with a ``main()`` (or a Union of them as subcommands). :func:`run_command` parses the
 command line with tyro and runs it: a :class:`~rff_field.core.errors.UsageError` prints one line and exits with 2,
-:class:`~rff_field.core.errors.TrainingDiverged` with 3, Ctrl-C with 130. The package reports notices through
+:class:`~rff_field.core.errors.TrainingDiverged` with 3, Ctrl-C with 130; an ``OSError`` (a file that cannot be read or
+written) prints one line naming the file and exits with 2. The package reports notices through
 ``logging`` (logger ``rff_field``); a command prints them as one line each on stderr.
 """
 
@@ -39,7 +40,7 @@ def show_notices(prog: str) -> None:
 
 def run_command(prog: str, command_type: Any, description: str, args: Optional[Sequence[str]] = None) -> Any:
     """Parse ``args`` (default: ``sys.argv[1:]``) into ``command_type`` and return its ``main()``; exit with a
-    one-line message on a usage error (2), a diverged training (3) or Ctrl-C (130)."""
+    one-line message on a usage error or an ``OSError`` (2), a diverged training (3) or Ctrl-C (130)."""
     show_notices(prog)
     try:
         command = tyro.cli(command_type, args=args, description=description, prog=prog)
@@ -50,6 +51,10 @@ def run_command(prog: str, command_type: Any, description: str, args: Optional[S
     except TrainingDiverged as err:
         print(f"{prog}: {first_line(err)}", file=sys.stderr)
         sys.exit(DIVERGED_EXIT_STATUS)
+    except OSError as err:  # a file or folder the command could not read or write
+        where = f" {err.filename}:" if err.filename else ""
+        print(f"{prog}: error:{where} {err.strerror or first_line(err) or type(err).__name__}", file=sys.stderr)
+        sys.exit(USAGE_EXIT_STATUS)
     except KeyboardInterrupt as err:
         print(f"{prog}: {first_line(err) or 'interrupted'}", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT_STATUS)

@@ -9,6 +9,7 @@ Subcommands:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
@@ -16,16 +17,19 @@ from typing import Annotated, Optional, Sequence, Union
 import tyro
 
 from rff_field.cli.common import run_command
+from rff_field.common.machine import bytes_per_sample, check_memory
 from rff_field.common.options import Flat, Values
-from rff_field.common.outputs import save_image
+from rff_field.common.outputs import check_output_file, save_image
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
-from rff_field.fit.bench import Job, apply_variant, check_fit_folder, parse_variant, run_bench
+from rff_field.fit.bench import Job, apply_variant, parse_variant, run_bench
 from rff_field.image.data import downsample, load_image
-from rff_field.image.fit import OUTPUTS, ImageFitConfig, fit_image, load_fit, render
+from rff_field.image.fit import RENDER_BYTES_PER_PIXEL, ImageFitConfig, fit_image, load_fit, render
 from rff_field.image.plots import plot_bench
 from rff_field.inr.config import PRESETS, network_label
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+RENDER_CHUNK = 65536
+"""Pixels per forward pass of ``render``."""
 
 
 @dataclass
@@ -57,8 +61,7 @@ class Fit:
         pixels, name = load_image(self.image)
         pixels = downsample(pixels, self.downsample or (1 if self.image else 4))
         out = self.out or Path("outputs/rff-image") / f"{name}-{network_label(self.config.network)}"
-        check_fit_folder(out, self.overwrite, OUTPUTS)
-        metrics = fit_image(pixels, name, self.config, out, self.progress)
+        metrics = fit_image(pixels, name, self.config, out, self.progress, self.overwrite)
         if metrics.get("diverged"):
             raise TrainingDiverged(f"{metrics['diverged']}; the outputs in {out} are marked diverged")
         ended = "stopped by --time-budget; the same command goes on" if metrics.get("stopped") else "done"
@@ -88,13 +91,15 @@ class Render:
         out = self.output_path or self.fit / f"render-x{self.scale:g}.png"
         if out.suffix.lower() != ".png":
             raise UsageError(f"--output-path {out} must end in .png")
-        if out.exists() and not self.overwrite:
-            raise UsageError(f"--output-path {out} already exists; pass --overwrite or choose another")
-        height, width = (max(1, round(side * self.scale)) for side in (metrics["height"], metrics["width"]))
-        if height * width > 2**28:
-            raise UsageError(f"--scale {self.scale:g} gives {width}x{height} pixels (over 2**28); choose a smaller one")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        save_image(render(network, height, width), out)
+        check_output_file(out, "--output-path", self.overwrite)
+
+        def grid(scale: float) -> tuple[int, int]:
+            return max(1, round(metrics["height"] * scale)), max(1, round(metrics["width"] * scale))
+
+        chunk = RENDER_CHUNK * bytes_per_sample(network, training=False)
+        check_memory("--scale", self.scale, lambda scale: chunk + RENDER_BYTES_PER_PIXEL * math.prod(grid(scale)))
+        height, width = grid(self.scale)
+        save_image(render(network, height, width, RENDER_CHUNK), out, self.overwrite)
         print(f"wrote {out} ({width}x{height}, {metrics['method']} fitted at {metrics['width']}x{metrics['height']})")
         return out
 

@@ -1,10 +1,18 @@
-"""Where a run runs: the device to train on, and a description of the machine for the result files."""
+"""Where a run runs: the device to train on, the memory it has (sizes that cannot fit are refused), and a description
+of the machine for the result files."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
 import platform
+import re
+from pathlib import Path
+from typing import Callable
 
 import torch
+from torch import nn
 
 from rff_field.core.errors import UsageError
 
@@ -20,6 +28,55 @@ def resolve_device(device: str, option: str = "--device") -> torch.device:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"{option} {device}: CUDA is not available on this machine; use cpu or auto")
     return resolved
+
+
+def available_memory(device: torch.device | str = "cpu") -> int:
+    """Bytes that can still be allocated on ``device``: a CUDA device's free memory, else the host's available memory
+    (``MemAvailable``, within the process's cgroup limit when it has one)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    available = 1 << 62  # unknown: nothing is refused
+    with contextlib.suppress(OSError, ValueError):
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    with contextlib.suppress(OSError, TypeError):
+        available = int(re.search(r"MemAvailable:\s*(\d+) kB", Path("/proc/meminfo").read_text())[1]) * 1024
+    with contextlib.suppress(OSError, ValueError):
+        cgroup = Path("/sys/fs/cgroup")
+        used = int((cgroup / "memory.current").read_text())
+        available = min(available, int((cgroup / "memory.max").read_text()) - used)
+    return available
+
+
+def check_memory(
+    option: str, value: float, bytes_needed: Callable[[float], float], device: torch.device | str = "cpu"
+) -> None:
+    """Raise :class:`UsageError` naming ``option`` and the largest value that fits when ``bytes_needed(value)`` (which
+    grows with the value; an integer option stays an integer) exceeds the memory available on ``device``."""
+    available = available_memory(device)
+    if bytes_needed(value) <= available:
+        return
+    integer = isinstance(value, int)
+    low, high = 0, value  # fits, does not fit
+    for _ in range(200):
+        middle = (low + high) // 2 if integer else (low + high) / 2
+        if middle in (low, high):
+            break
+        low, high = (middle, high) if bytes_needed(middle) <= available else (low, middle)
+    if not integer and low > 0:  # three significant digits, rounded down
+        low = math.floor(low / 10 ** (math.floor(math.log10(low)) - 2)) * 10 ** (math.floor(math.log10(low)) - 2)
+    where = "the GPU" if torch.device(device).type == "cuda" else "this machine"
+    largest = f"the largest that fits is {low:g}" if low > 0 else "nothing of this size fits"
+    raise UsageError(f"{option} {value:g} needs about {bytes_needed(value) / 2**30:.3g} GiB of memory and {where} has "
+                     f"{available / 2**30:.3g} GiB available; {largest}")  # fmt: skip
+
+
+def bytes_per_sample(network: nn.Module, training: bool = True) -> int:
+    """A low estimate of the memory a network's activations take per input sample: 4 bytes for each output of its
+    linear layers, three times in training (the output, its activation and its gradient)."""
+    outputs = sum(m.out_features * (2 if m.weight.is_complex() else 1) for m in network.modules()
+                  if isinstance(m, nn.Linear))  # fmt: skip
+    return 4 * max(outputs, 1) * (3 if training else 1)
 
 
 def machine_description(device: torch.device) -> str:

@@ -14,8 +14,21 @@ from rich.console import Console
 from rich.progress import Progress
 from torch import Tensor
 
+from rff_field.common.machine import check_memory
 from rff_field.common.outputs import written_atomically
 from rff_field.core.errors import UsageError
+
+GRID_BYTES_PER_POINT = 16
+"""Host memory a grid point takes in :func:`sample_grid` and :func:`marching_cubes` (measured: about 13)."""
+MIN_RESOLUTION = 8
+
+
+def check_resolution(resolution: int, option: str = "--resolution") -> None:
+    """Raise :class:`UsageError` naming ``option`` for a grid too coarse to show a shape or too large for the memory
+    this machine has."""
+    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < MIN_RESOLUTION:
+        raise UsageError(f"{option} must be an integer of at least {MIN_RESOLUTION}, got {resolution!r}")
+    check_memory(option, resolution, lambda side: GRID_BYTES_PER_POINT * side**3)
 
 
 @torch.no_grad()
@@ -86,11 +99,8 @@ def write_mesh(mesh: trimesh.Trimesh, path: Path, overwrite: bool = False) -> Pa
     """Write a mesh (PLY, OBJ, OFF or STL by the suffix; vertex colours kept in PLY); an existing file is replaced
     only with ``overwrite``, and an empty mesh is refused."""
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise UsageError(f"{path} already exists; choose another path or pass --overwrite")
     if mesh.is_empty:
         raise UsageError(f"refusing to write an empty mesh to {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with written_atomically(path) as temporary:
+    with written_atomically(path, overwrite) as temporary:
         mesh.export(temporary)
     return path

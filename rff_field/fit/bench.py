@@ -156,24 +156,50 @@ class Job:
     folder: Path
 
 
+def read_metrics(folder: Path) -> Optional[dict]:
+    """The ``metrics.json`` of a fit's folder (None when it has none).
+
+    Raises:
+        UsageError: Naming the file, if it cannot be read as a fit's metrics.
+    """
+    path = Path(folder) / "metrics.json"
+    if not path.exists():
+        return None
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, ValueError):
+        metrics = None
+    if not isinstance(metrics, dict):
+        raise UsageError(f"{path} is damaged (not a fit's metrics); delete it, or pass --overwrite to fit again")
+    return metrics
+
+
 def job_metrics(folder: Path) -> Optional[dict]:
     """The ``metrics.json`` of a finished job (None while unfinished: missing, unreadable or marked ``stopped``)."""
     try:
-        metrics = json.loads((folder / "metrics.json").read_text())
-    except (OSError, ValueError):
+        metrics = read_metrics(folder)
+    except UsageError:
         return None
-    return metrics if isinstance(metrics, dict) and not metrics.get("stopped") else None
+    return metrics if metrics is not None and not metrics.get("stopped") else None
 
 
 def check_fit_folder(out: Path, overwrite: bool, outputs: Sequence[str]) -> None:
-    """Refuse an ``out`` holding a finished fit unless ``overwrite``; with it, remove the earlier fit's ``outputs``
-    (file names or glob patterns) and its checkpoint."""
+    """Refuse an ``out`` holding a fit (finished, or with a damaged ``metrics.json``) or files of the names of its
+    ``outputs`` (file names or glob patterns) that no fit of ours left unless ``overwrite``; with it, remove the
+    earlier fit's ``outputs`` and its checkpoint. A fit stopped by its time budget goes on."""
     out = Path(out)
-    if job_metrics(out) is not None and not overwrite:
+    if overwrite:
+        for pattern in [*outputs, CHECKPOINT_FILE, "metrics.json"]:
+            for path in out.glob(pattern):
+                path.unlink()
+        return
+    metrics = read_metrics(out)
+    if metrics is not None and not metrics.get("stopped"):
         raise UsageError(f"--out {out} already holds a fit; pass --overwrite or choose another --out")
-    for pattern in [*outputs, CHECKPOINT_FILE] if overwrite else []:
-        for path in out.glob(pattern):
-            path.unlink()
+    others = [path.name for pattern in outputs for path in out.glob(pattern)]
+    if metrics is None and others and not (out / CHECKPOINT_FILE).exists():
+        raise UsageError(f"--out {out} holds {others[0]}, not of a fit in progress; pass --overwrite to replace it or "
+                         "choose another --out")  # fmt: skip
 
 
 def run_bench(
@@ -205,7 +231,8 @@ def run_bench(
     check_protocol(Path(out), protocol)
     jobs = [Job(name, variant, Path(out) / "runs" / name / variant.label) for name in inputs for variant in variants]
     mine = [job for number, job in enumerate(jobs) if number % count == index - 1]
-    todo = [job for job in mine if job_metrics(job.folder) is None]
+    metrics = [read_metrics(job.folder) for job in mine]  # a damaged one stops the bench here, before any fit
+    todo = [job for job, done in zip(mine, metrics) if done is None or done.get("stopped")]
     try:
         for number, job in enumerate(todo, 1):
             logger.info(f"job {number} of {len(todo)}: {job.variant.label} on {job.input}")

@@ -16,17 +16,18 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.common.machine import machine_description
+from rff_field.common.machine import bytes_per_sample, check_memory, machine_description
 from rff_field.common.options import Flat
-from rff_field.common.outputs import save_image, write_json, write_torch
+from rff_field.common.outputs import claimed_folder, save_image, write_json, write_torch
 from rff_field.common.torch_state import seeded
 from rff_field.common.trained import WEIGHTS_FILE, config_from_dict, load_trained_network
 from rff_field.core.embedding import EmbeddingConfig, warn_if_aliased
 from rff_field.core.errors import check_fields
 from rff_field.core.filter import split_filter_parameters
+from rff_field.fit.bench import check_fit_folder
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
 from rff_field.fit.loop import FitTask, TrainConfig, train
-from rff_field.image.data import pixel_coordinates
+from rff_field.image.data import check_pixels, pixel_coordinates
 from rff_field.image.metrics import image_metrics, psnr_from_mse
 from rff_field.image.plots import plot_comparison, plot_curves
 from rff_field.inr.config import NetworkConfig, build_network, count_parameters, network_label
@@ -35,6 +36,9 @@ DEFAULT_LR = {"wire": 5e-3}
 """Learning rates of the WIRE repository; every other method uses 1e-3."""
 OUTPUTS = ("comparison.png", "reconstruction.png", "curves.png", WEIGHTS_FILE, "metrics.json")
 """What a fit writes in its folder, ``metrics.json`` last."""
+FIT_BYTES_PER_PIXEL, RENDER_BYTES_PER_PIXEL = 256, 80
+"""Memory an image fit takes per pixel besides its network's activations (its data, outputs and figures), and that
+a rendered pixel takes."""
 
 
 def image_network() -> NetworkConfig:
@@ -108,19 +112,41 @@ def render(network: nn.Module, height: int, width: int, chunk: int = 65536) -> F
 
 
 def fit_image(
-    pixels: Float[Tensor, "H W C"], name: str, config: ImageFitConfig, out: Path, progress: bool = True
+    pixels: Float[Tensor, "H W C"],
+    name: str,
+    config: ImageFitConfig,
+    out: Path,
+    progress: bool = True,
+    overwrite: bool = False,
 ) -> dict:
-    """Fit ``config.network`` to ``pixels`` (values in [0, 1]) and write :data:`OUTPUTS` into ``out``; returns the
-    metrics. A fit stopped by its time budget keeps its checkpoint (the same call goes on); a diverged one writes
-    its last finite state, marked ``diverged`` (the caller raises).
+    """Fit ``config.network`` to ``pixels`` (values in [0, 1]) and write :data:`OUTPUTS` into ``out``, held by this
+    run alone; returns the metrics. A fit stopped by its time budget keeps its checkpoint (the same call goes on); a
+    diverged one writes its last finite state, marked ``diverged`` (the caller raises). A fit already in ``out`` is
+    replaced only with ``overwrite``.
     """
     config.check()
+    check_pixels(pixels, name)
     height, width, channels = pixels.shape
     device = config.train.torch_device()
     if config.network.method in ("mlp", "sape"):
         warn_if_aliased(config.network.embedding, (width, height))
     with seeded(config.train.seed):
         model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
+    per_sample = bytes_per_sample(model)
+    check_memory(
+        "--batch-size",
+        config.batch_size,
+        lambda batch: FIT_BYTES_PER_PIXEL * height * width + per_sample * min(batch, height * width),
+        device,
+    )
+    with claimed_folder(out, "--out"):
+        check_fit_folder(out, overwrite, OUTPUTS)
+        return _fit(model, pixels, name, config, Path(out), progress)
+
+
+def _fit(model: nn.Module, pixels: Tensor, name: str, config: ImageFitConfig, out: Path, progress: bool) -> dict:
+    height, width, channels = pixels.shape
+    device = next(model.parameters()).device
     if hasattr(model, "configure"):  # SAPE paces its progression over the run
         model.configure(config.train.iters)
     task = PixelTask(pixels.float(), config.batch_size, config.train.seed, device)
@@ -128,7 +154,6 @@ def fit_image(
     # The INR's rate is scaled by the batch (WIRE repository); the filter's and the line search's bounds are not.
     train_config = replace(config.train, filter_lr=config.train.filter_lr or lr)
     label = network_label(config.network)
-    out = Path(out)
     history = train(model, task, train_config, lr * min(1.0, config.batch_size / (height * width)),
                     checkpoint=out / CHECKPOINT_FILE, settings=settings_key(asdict(config), content_digest(pixels)),
                     description=f"{name} {label}", progress=progress, steps_per_iter=task.batches)  # fmt: skip
@@ -149,7 +174,6 @@ def fit_image(
         "machine": machine_description(device), "config": asdict(config), "psnr_history": psnrs,
         **history.metrics(), **(model.summary() if hasattr(model, "summary") else {}),
     }  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
     save_image(reconstruction, out / "reconstruction.png")
     title = f"{name}: {label}, PSNR {quality['psnr']:.2f} dB" + (" (diverged)" if history.diverged else "")
     plot_comparison(pixels.float(), reconstruction, title, out / "comparison.png", config.error_vmax)
