@@ -15,9 +15,13 @@ from typing import Any, Optional, Sequence
 
 import tyro
 
-from rff_field.core.errors import DIVERGED_EXIT_STATUS, USAGE_EXIT_STATUS, TrainingDiverged, UsageError
-
-INTERRUPTED_EXIT_STATUS = 130
+from rff_field.core.errors import (
+    DIVERGED_EXIT_STATUS,
+    INTERRUPTED_EXIT_STATUS,
+    USAGE_EXIT_STATUS,
+    TrainingDiverged,
+    UsageError,
+)
 
 
 class NoticeHandler(logging.Handler):

@@ -3,14 +3,15 @@ mesh, all under one folder; nothing is downloaded."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Sequence
 
 from rff_field.cli.common import run_command
+from rff_field.common.machine import resolve_device
+from rff_field.common.mesh import check_resolution
 from rff_field.common.options import Values
-from rff_field.common.outputs import write_json
+from rff_field.common.outputs import claimed_folder, clear_folder, write_json
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.errors import UsageError, check_fields
 
@@ -50,21 +51,32 @@ class Demo:
 
     def main(self) -> dict:
         """Run the demo; returns the summary also written to OUTPUT_DIR/summary.json."""
-        from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
+        from rff_field.nerf.synthetic_scene import SceneSpec
 
         spec = SceneSpec(self.image_size, self.num_train_views, num_test_views=self.num_test_views)
         spec.check()
-        check_fields(self, positive_int=("steps",), positive=("mesh_threshold",))
+        check_fields(self, positive_int=("steps",), non_negative_int=("seed",), positive=("mesh_threshold",))
         self.embedding.check("--embedding.")
-        if self.mesh_resolution < 8:
-            raise UsageError(f"--mesh-resolution must be at least 8, got {self.mesh_resolution}")
+        check_resolution(self.mesh_resolution, "--mesh-resolution")
+        if self.seed >= 2**32:
+            raise UsageError(f"--seed must be below 2**32, got {self.seed}")
+        if self.device != "mps":
+            resolve_device(self.device)
         out = self.output_dir
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             if not (out / MARKER).exists():
                 raise UsageError(f"--output-dir {out} is not an empty folder nor an earlier demo's; choose another")
             if not self.overwrite:
                 raise UsageError(f"--output-dir {out} holds an earlier demo; pass --overwrite to replace it")
-            shutil.rmtree(out)
+        with claimed_folder(out, "--output-dir"):
+            clear_folder(out)
+            return self.run(spec)
+
+    def run(self, spec) -> dict:
+        """The demo's four stages in OUTPUT_DIR, which this run holds."""
+        from rff_field.nerf.synthetic_scene import write_blender_scene
+
+        out = self.output_dir
         from rff_field.nerf import quiet_known_warnings
 
         quiet_known_warnings()  # before nerfstudio is imported
@@ -76,7 +88,6 @@ class Demo:
         from rff_field.nerf.methods import rff_nerf_config
         from rff_field.nerf.training import run_config, train_in_process
 
-        out.mkdir(parents=True, exist_ok=True)
         (out / MARKER).write_text("written by rff-demo; rff-demo --overwrite may replace this folder\n")
         CONSOLE.rule("[bold]1/4 The synthetic scene")
         scene = write_blender_scene(out / "scene", spec, progress=True)

@@ -48,15 +48,16 @@ class ExportMesh:
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work, before anything is loaded."""
+        from rff_field.common.mesh import check_resolution
+        from rff_field.common.outputs import check_output_file
+
         check_fields(self, positive=("threshold",), positive_int=("batch_size",), non_negative=("min_component",))
-        if self.resolution < 8:
-            raise UsageError(f"--resolution must be at least 8, got {self.resolution}")
+        check_resolution(self.resolution)
         if self.min_component >= 1:
             raise UsageError(f"--min-component is a share of the triangles below 1, got {self.min_component}")
         if self.output_path.suffix.lower() not in (".ply", ".obj", ".off", ".stl"):
             raise UsageError(f"--output-path {self.output_path} must end in .ply, .obj, .off or .stl")
-        if self.output_path.exists() and not self.overwrite:
-            raise UsageError(f"--output-path {self.output_path} exists; pass --overwrite to replace it")
+        check_output_file(self.output_path, "--output-path", self.overwrite)
         if (self.bbox_min is None) != (self.bbox_max is None):
             raise UsageError("give both --bbox-min and --bbox-max, or neither")
         if self.bbox_min is not None and not all(
@@ -74,6 +75,7 @@ class ExportMesh:
         import torch
         from nerfstudio.utils.rich_utils import CONSOLE
 
+        from rff_field.common.machine import bytes_per_sample, check_memory
         from rff_field.common.mesh import write_mesh
         from rff_field.nerf.loading import load_pipeline
         from rff_field.nerf.mesh_export import Frame, camera_focus, density_mesh
@@ -87,6 +89,8 @@ class ExportMesh:
             raise UsageError(f"--field coarse: a {run.method_name} run has one field; leave --field out")
         else:
             field = model.field
+        per_point = 64 + bytes_per_sample(field, training=False)  # indices, points, the field's activations
+        check_memory("--batch-size", self.batch_size, lambda batch: per_point * batch, model.device)
         torch.set_flush_denormal(model.config.flush_denormals)  # the field is queried outside the model's forward
         outputs = pipeline.datamanager.train_dataparser_outputs
         frame = Frame.of(outputs.dataparser_transform, outputs.dataparser_scale, identity=self.nerfstudio_frame)

@@ -10,7 +10,6 @@ its own.
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +87,15 @@ class NerfBench:
         return config
 
     def run_job(self, job: Job) -> None:
-        """Train the variant (an unfinished one starts over), evaluate it on the test views, write metrics.json."""
+        """Train the variant (an unfinished one starts over), evaluate it on the test views, write metrics.json; the
+        job's folder is this run's alone meanwhile."""
+        from rff_field.common.outputs import claimed_folder, clear_folder
+
+        with claimed_folder(job.folder, "--out"):
+            clear_folder(job.folder)  # the bench's own files of an unfinished job
+            self.train_and_evaluate(job)
+
+    def train_and_evaluate(self, job: Job) -> None:
         import torch
 
         from rff_field.common.outputs import write_json
@@ -97,7 +104,6 @@ class NerfBench:
         from rff_field.nerf.loading import load_pipeline
         from rff_field.nerf.training import train_in_process
 
-        shutil.rmtree(job.folder, ignore_errors=True)  # the bench's own files of an unfinished job
         config = self.trainer_config(job.variant, job.folder)
         trained = {}
         try:

@@ -8,7 +8,6 @@ Subcommands:
 from __future__ import annotations
 
 import shlex
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
@@ -17,6 +16,7 @@ import tyro
 
 from rff_field.cli.common import run_command
 from rff_field.common.options import Flat
+from rff_field.common.outputs import claimed_folder, clear_folder
 from rff_field.core.errors import UsageError
 from rff_field.nerf.synthetic_scene import CaptureSpec, SceneSpec, write_blender_scene, write_nerfstudio_capture
 
@@ -29,11 +29,15 @@ def generate(out: Path, spec, write, method: str) -> Path:
     spec.check()
     existed = out.exists()
     try:
-        write(out, spec, progress=True)
-    except BaseException:  # Ctrl-C or an error: leave no half-written scene
-        shutil.rmtree(out, ignore_errors=True)
-        if existed:
-            out.mkdir()
+        with claimed_folder(out, "--out"):
+            try:
+                write(out, spec, progress=True)
+            except BaseException:  # Ctrl-C or an error: leave no half-written scene
+                clear_folder(out)
+                raise
+    except BaseException:
+        if not existed and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
         raise
     print(f"wrote {out}; train on it with: ns-train {method} --data {shlex.quote(str(out))}")
     return out

@@ -82,17 +82,17 @@ class Mesh:
         import trimesh
 
         from rff_field.common.machine import resolve_device
-        from rff_field.common.mesh import write_mesh
+        from rff_field.common.mesh import check_resolution, write_mesh
+        from rff_field.common.outputs import check_output_file
         from rff_field.sdf.data import MESH_SUFFIXES
-        from rff_field.sdf.fit import check_resolution, load_fit, mesh_network
+        from rff_field.sdf.fit import load_fit, mesh_network
 
         check_resolution(self.resolution)
         device = resolve_device(self.device)
         out = self.output_path or self.fit / f"mesh-{self.resolution}.ply"
         if out.suffix.lower() not in MESH_SUFFIXES:
             raise UsageError(f"--output-path {out} must end in one of {', '.join(MESH_SUFFIXES)}")
-        if out.exists() and not self.overwrite:
-            raise UsageError(f"--output-path {out} already exists; pass --overwrite or choose another")
+        check_output_file(out, "--output-path", self.overwrite)
         network, normalization = load_fit(self.fit)
         mesh = mesh_network(network.to(device), self.resolution, self.progress)
         if mesh.is_empty:

@@ -1,4 +1,5 @@
-"""The errors a command reports to its user in one line: ``UsageError`` (exit status 2), ``TrainingDiverged`` (3)."""
+"""The errors a command reports to its user in one line: ``UsageError`` (exit status 2), ``TrainingDiverged`` (3); a
+command that Ctrl-C ended exits with 130."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Iterable
 
 USAGE_EXIT_STATUS = 2
 DIVERGED_EXIT_STATUS = 3
+INTERRUPTED_EXIT_STATUS = 130
 
 
 class UsageError(ValueError):

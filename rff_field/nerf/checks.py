@@ -1,5 +1,6 @@
-"""Checks of a dataset folder before nerfstudio parses it: a wrong ``--data`` stops with one line that says what is
-wrong and what to do, instead of a traceback from inside a data parser."""
+"""Checks of a dataset folder before nerfstudio parses it: a wrong ``--data`` (a missing or unreadable image, a pose
+that is not rigid, intrinsics that are not finite and positive, sizes that are not the images') stops with one line
+naming the file and field, instead of a traceback from inside a data parser or a training that diverges on it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import math
 from pathlib import Path
 from typing import Literal, Optional
 
+import numpy as np
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import CAMERA_MODEL_TO_TYPE, NerfstudioDataParserConfig
 
 from rff_field.core.errors import UsageError
 
@@ -41,7 +43,8 @@ def check_dataset(
                 f"{data} is a nerfstudio-data capture (transforms.json); run {command.format('nerfstudio-data')}"
             )
         splits = ["train"] + (["val" if test_mode == "val" else "test"] if test_mode != "inference" else [])
-        images = [_check_transforms(data / f"transforms_{split}.json", ("camera_angle_x",)) for split in splits]
+        images = [_check_transforms(data / f"transforms_{split}.json", ("camera_angle_x",), blender=True)
+                  for split in splits]  # fmt: skip
         return images[0]
     if isinstance(dataparser, NerfstudioDataParserConfig):
         transforms = data if data.suffix == ".json" else data / "transforms.json"
@@ -58,10 +61,13 @@ def check_dataset(
     return None
 
 
-def _check_transforms(path: Path, intrinsics: tuple[str, ...], downscale: Optional[int] = None, least: int = 1) -> Path:
-    """Raise :class:`UsageError` unless ``path`` lists at least ``least`` frames with a pose and an image file of
-    one size (``images_<downscale>/`` as nerfstudio reads them), and the camera ``intrinsics``; returns the first
-    image."""
+def _check_transforms(
+    path: Path, intrinsics: tuple[str, ...], downscale: Optional[int] = None, least: int = 1, blender: bool = False
+) -> Path:
+    """Raise :class:`UsageError` naming the file and field unless ``path`` lists at least ``least`` frames, each with
+    a rigid pose, the camera ``intrinsics`` (finite and positive, the sizes those of the images), finite distortion
+    and an image file as nerfstudio's parser names it (``blender``: with ``.png`` appended; else ``images_<downscale>/``
+    for a downscale) of one size and a mode it reads; returns the first image."""
     if not path.is_file():
         raise UsageError(f"{path} does not exist; a dataset in this layout needs it")
     try:
@@ -74,37 +80,96 @@ def _check_transforms(path: Path, intrinsics: tuple[str, ...], downscale: Option
         ) from None
     if len(frames) < least:
         raise UsageError(f"{path} lists {len(frames)} frame(s); training needs at least {least}")
-    names = []
+    for key in set(meta) & {*intrinsics, *DISTORTION, "distortion_params", "camera_model", "applied_transform"}:
+        _check_camera_field(key, meta[key], f"{key} of {path}")
+    names, sizes = [], set()
     for index, frame in enumerate(frames):
+        where = f"frame {index} of {path}"
         missing = [key for key in ("file_path", "transform_matrix") if key not in frame]
         missing += [key for key in intrinsics if key not in frame and key not in meta]
         if missing:
-            raise UsageError(f"frame {index} of {path} has no {', '.join(missing)}; add it or regenerate the file")
-        name = Path(str(frame["file_path"]))
-        if downscale is not None and downscale > 1:
-            name = Path(f"images_{downscale}") / name.name
-        names.append(name if name.suffix else name.with_suffix(".png"))  # Blender scenes name their PNGs bare
-    return _check_images(path, [path.parent / name for name in names])
+            raise UsageError(f"{where} has no {', '.join(missing)}; add it or regenerate the file")
+        for key in set(frame) & {*intrinsics, *DISTORTION, "distortion_params", "transform_matrix"}:
+            _check_camera_field(key, frame[key], f"{key} of {where}")
+        if not isinstance(frame["file_path"], str):
+            raise UsageError(f"file_path of {where} is {frame['file_path']!r}, not a file name")
+        if blender:
+            name = Path(frame["file_path"].replace("./", "") + ".png")
+        else:
+            name = Path(frame["file_path"]) if not downscale or downscale == 1 else Path(f"images_{downscale}") / \
+                Path(frame["file_path"]).name  # fmt: skip
+        names.append(name)
+        if "w" in intrinsics:
+            sizes.add((frame.get("w", meta.get("w")), frame.get("h", meta.get("h"))))
+    first, (width, height) = _check_images(path, [path.parent / name for name in names])
+    factor = downscale or 1
+    slack = 1 if factor > 1 else 0  # nerfstudio rounds the scaled sizes down
+    for w, h in sizes:
+        if abs(w / factor - width) > slack or abs(h / factor - height) > slack:
+            raise UsageError(f"{path} gives w {w:g} and h {h:g}, but its images are {width}x{height}"
+                             f"{f' at downscale {factor}' if factor > 1 else ''}; fix w and h")  # fmt: skip
+    return first
 
 
-def _check_images(transforms: Path, images: list[Path]) -> Path:
-    from PIL import Image, UnidentifiedImageError
+POSE_TOLERANCE = 1e-2
+"""How far a pose's rotation may be from orthonormal, and its last row from ``0 0 0 1``."""
+DISTORTION = ("k1", "k2", "k3", "k4", "p1", "p2")
+
+
+def _check_camera_field(key: str, value: object, where: str) -> None:
+    """Raise :class:`UsageError` naming ``where`` for a camera field nerfstudio would misread or fail on: a pose that
+    is not a rigid 4x4 transform, intrinsics that are not finite and positive (``camera_angle_x`` below pi, sizes
+    whole numbers), non-finite distortion, an unknown camera model."""
+    if key == "camera_model":
+        if value not in CAMERA_MODEL_TO_TYPE:
+            raise UsageError(f"{where} is {value!r}; nerfstudio knows {', '.join(CAMERA_MODEL_TO_TYPE)}")
+        return
+    shape = {"transform_matrix": (4, 4), "applied_transform": (3, 4), "distortion_params": (6,)}.get(key, ())
+    try:
+        array = np.asarray(value, dtype=np.float64)
+        assert not isinstance(value, (bool, str)) and array.shape == shape
+    except (TypeError, ValueError, AssertionError):
+        what = f"a {'x'.join(map(str, shape))} array of numbers" if shape else "a number"
+        raise UsageError(f"{where} is {value!r}, not {what}") from None
+    if not np.isfinite(array).all():
+        raise UsageError(f"{where} holds non-finite values ({value!r})")
+    if key == "transform_matrix":
+        rotation = array[:3, :3]
+        if (np.abs(array[3] - [0, 0, 0, 1]).max() > POSE_TOLERANCE or np.linalg.det(rotation) <= 0
+                or np.abs(rotation.T @ rotation - np.eye(3)).max() > POSE_TOLERANCE):  # fmt: skip
+            raise UsageError(f"{where} is not a rigid camera-to-world transform (a rotation of determinant 1 and a "
+                             f"translation, last row 0 0 0 1): {array.round(4).tolist()}")  # fmt: skip
+    elif key in ("fl_x", "fl_y", "cx", "cy", "w", "h", "camera_angle_x") and not (
+        array > 0 and (key != "camera_angle_x" or array < math.pi) and (key not in ("w", "h") or array % 1 == 0)
+    ):
+        whole = key in ("w", "h")
+        limits = "in (0, pi)" if key == "camera_angle_x" else "a positive whole number" if whole else "positive"
+        raise UsageError(f"{where} is {value!r}; it must be {limits}")
+
+
+def _check_images(transforms: Path, images: list[Path]) -> tuple[Path, tuple[int, int]]:
+    """The first image and the size all images share; raises :class:`UsageError` for a missing or unreadable image,
+    images of different sizes, or a mode nerfstudio reads wrongly (it takes 8-bit L, RGB or RGBA)."""
+    from PIL import Image
 
     sizes = {}
     for image in images:
         try:
             with Image.open(image) as opened:  # reads the header only
-                sizes[image] = opened.size
+                sizes[image], mode = opened.size, opened.mode
         except FileNotFoundError:
             raise UsageError(
                 f"{image}, listed in {transforms.name}, is missing; restore it or drop its frame"
             ) from None
-        except (UnidentifiedImageError, OSError):
+        except Exception:  # Pillow raises many types for damaged headers
             raise UsageError(f"{image}, listed in {transforms.name}, is not a readable image; replace it") from None
+        if mode not in ("L", "RGB", "RGBA"):
+            raise UsageError(f"{image} is a {mode} image, which nerfstudio reads wrongly; convert it to 8-bit RGB or "
+                             "RGBA")  # fmt: skip
         if sizes[image] != sizes[images[0]]:
             raise UsageError(f"{image} is {sizes[image]} pixels but {images[0].name} is {sizes[images[0]]}: the "
                              "images of a dataset must have one size")  # fmt: skip
-    return images[0]
+    return images[0], sizes[images[0]]
 
 
 def check_scaled_size(image: Path, scale: float, option: str) -> None:

@@ -205,6 +205,17 @@ def render_view(
     return np.concatenate([rgb, alpha], axis=-1)
 
 
+RAY_BYTES = 1024
+"""Memory a ray of a view takes while it is cast and shaded (float64 vectors per object)."""
+
+
+def check_render_memory(image_size: int, supersample: int) -> None:
+    """Raise :class:`UsageError` naming --image-size when one view's rays cannot fit in memory."""
+    from rff_field.common.machine import check_memory
+
+    check_memory("--image-size", image_size, lambda size: RAY_BYTES * (size * supersample) ** 2)
+
+
 @dataclass
 class SceneSpec:
     """What :func:`write_blender_scene` generates."""
@@ -228,6 +239,7 @@ class SceneSpec:
                      non_negative_int=("seed",))  # fmt: skip
         if self.image_size < 8:
             raise UsageError(f"--image-size must be at least 8, got {self.image_size}")
+        check_render_memory(self.image_size, self.supersample)
 
 
 def scene_poses(spec: SceneSpec) -> dict:
@@ -339,6 +351,7 @@ class CaptureSpec:
         if not 0 < self.distance_min <= self.distance_max < math.inf:
             raise UsageError(f"need 0 < --distance-min <= --distance-max < inf, got {self.distance_min} and "
                              f"{self.distance_max}")  # fmt: skip
+        check_render_memory(self.image_size, self.supersample)
 
 
 def capture_poses(spec: CaptureSpec) -> List[Array]:

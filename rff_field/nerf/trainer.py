@@ -20,7 +20,13 @@ from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from rff_field.core.errors import DIVERGED_EXIT_STATUS, TrainingDiverged, UsageError, check_fields
+from rff_field.core.errors import (
+    DIVERGED_EXIT_STATUS,
+    INTERRUPTED_EXIT_STATUS,
+    TrainingDiverged,
+    UsageError,
+    check_fields,
+)
 from rff_field.core.filter import FILTER_GROUP
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.pipeline import check_pipeline, choose_by_data, usage_errors_exit
@@ -102,12 +108,25 @@ class RFFTrainer(Trainer):
     _first_bad = _empty_steps = None  # on the device: the first step with a non-finite loss, the empty steps in a row
 
     def train(self) -> None:
-        """Train; a divergence or collapse prints one line and exits with status 3 (what ``ns-train`` runs)."""
+        """Train (what ``ns-train`` runs); a divergence or collapse prints one line and exits with status 3, Ctrl-C
+        with 130 after the step's checkpoint (a second Ctrl-C at once, without one). Ctrl-C in the viewer after
+        training has completed ends it as nerfstudio does, with 0."""
+        prog = Path(sys.argv[0]).name
         try:
             self.train_checked()
         except TrainingDiverged as err:
-            print(f"{Path(sys.argv[0]).name}: {err}", file=sys.stderr)
+            print(f"{prog}: {err}", file=sys.stderr)
             sys.exit(DIVERGED_EXIT_STATUS)
+        except KeyboardInterrupt:
+            if self.training_state == "completed":
+                return
+            print(f"{prog}: stopped at once during step {self.step} (checkpoints saved before it are kept)",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(INTERRUPTED_EXIT_STATUS)
+        if self.interrupted:
+            print(f"{prog}: interrupted after step {self.step}; its checkpoint is in {self.checkpoint_dir} (--load-dir "
+                  "goes on from it)", file=sys.stderr)  # fmt: skip
+            sys.exit(INTERRUPTED_EXIT_STATUS)
 
     def train_checked(self) -> None:
         """Train; raises :class:`TrainingDiverged`. The first Ctrl-C ends training after its step, with a checkpoint
@@ -120,6 +139,7 @@ class RFFTrainer(Trainer):
             if self.stop_training or self.training_state == "completed":
                 raise KeyboardInterrupt
             self.stop_training = self.interrupted = True
+            self.config.viewer.quit_on_train_completion = True  # the viewer does not wait for another Ctrl-C
             print(f"Ctrl-C: training stops after this step and saves a checkpoint in {self.checkpoint_dir}; press "
                   "Ctrl-C again to stop at once", file=sys.stderr, flush=True)  # fmt: skip
 

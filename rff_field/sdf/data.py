@@ -45,14 +45,16 @@ def _fill_holes(mesh: trimesh.Trimesh, rounds: int = 8) -> trimesh.Trimesh:
 
 
 def load_mesh(path: Path, fill_holes: bool = False) -> trimesh.Trimesh:
-    """Read a PLY/OBJ/OFF/STL triangle mesh (repeated vertices merged) that bounds a volume.
+    """Read a PLY/OBJ/OFF/STL triangle mesh (repeated vertices merged) that bounds a volume; bad geometry is refused,
+    not repaired.
 
     Args:
         path: The mesh file.
         fill_holes: Close its holes first (open3d's ``fill_holes``).
 
     Raises:
-        UsageError: The file is missing, unreadable or not a closed surface around a volume.
+        UsageError: Naming the file, if it is missing or unreadable, has non-finite or out-of-range vertices,
+            degenerate triangles, or is not a closed surface around a volume.
     """
     path = Path(path)
     if not path.is_file():
@@ -60,20 +62,30 @@ def load_mesh(path: Path, fill_holes: bool = False) -> trimesh.Trimesh:
     if path.suffix.lower() not in MESH_SUFFIXES:
         raise UsageError(f"{path}: use a mesh in one of {', '.join(MESH_SUFFIXES)}")
     try:
-        mesh = trimesh.load(path, force="mesh")
+        mesh = trimesh.load(path, force="mesh", process=False)  # processing would drop non-finite vertices silently
     except Exception as err:  # each format's reader raises its own errors
-        raise UsageError(f"could not read {path} as a triangle mesh ({type(err).__name__}: {err})") from None
+        raise UsageError(f"could not read {path} as a triangle mesh ({type(err).__name__})") from None
     if not isinstance(mesh, trimesh.Trimesh) or len(mesh.faces) == 0:
         raise UsageError(f"{path} holds no triangles; give a triangle mesh")
-    if not np.isfinite(mesh.vertices).all():
-        raise UsageError(f"{path} has non-finite vertex coordinates")
+    vertices, faces = np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces)
+    if not np.isfinite(vertices).all():
+        raise UsageError(f"{path} has non-finite vertex coordinates (NaN or infinity)")
+    if faces.min() < 0 or faces.max() >= len(vertices):
+        raise UsageError(f"{path} has triangles whose vertex indices are out of range")
+    extent = float(np.ptp(vertices, axis=0).max())
+    if not 0 < extent < 1e30:
+        raise UsageError(f"{path} spans {extent:g} units; give a mesh of a finite, non-zero size")
+    mesh = trimesh.Trimesh(vertices, faces)  # repeated vertices merged
+    degenerate = int((mesh.area_faces <= 1e-12 * extent**2).sum())
+    if degenerate:
+        raise UsageError(f"{path} has {degenerate} degenerate triangle(s) (of zero area); repair it")
     if fill_holes:
         mesh = _fill_holes(mesh)
     if not mesh.is_watertight:
         hint = "repair it" if fill_holes else "pass --fill-holes to close it, or repair it"
         raise UsageError(f"{path} is not watertight, so it has no inside; {hint}")
     mesh.fix_normals()  # consistent winding, facing out
-    if mesh.volume <= 1e-9 * np.ptp(mesh.vertices, axis=0).max() ** 3:
+    if mesh.volume <= 1e-9 * extent**3:
         raise UsageError(f"{path} encloses no volume (flat or degenerate)")
     return mesh
 

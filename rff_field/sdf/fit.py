@@ -19,14 +19,14 @@ import trimesh
 import tyro
 from torch import Tensor, nn
 
-from rff_field.common.machine import machine_description
-from rff_field.common.mesh import marching_cubes, sample_grid, write_mesh
+from rff_field.common.machine import bytes_per_sample, check_memory, machine_description
+from rff_field.common.mesh import check_resolution, marching_cubes, sample_grid, write_mesh
 from rff_field.common.options import Flat
-from rff_field.common.outputs import write_json, write_torch
+from rff_field.common.outputs import claimed_folder, write_json, write_torch
 from rff_field.common.torch_state import seeded
 from rff_field.common.trained import WEIGHTS_FILE, config_from_dict, load_trained_network
 from rff_field.core.embedding import EmbeddingConfig
-from rff_field.core.errors import UsageError
+from rff_field.core.errors import UsageError, check_fields
 from rff_field.core.filter import split_filter_parameters
 from rff_field.fit.bench import check_fit_folder
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
@@ -45,6 +45,8 @@ COARSE_SCALE, FINE_SCALE, COARSE_WEIGHT = 0.1, 1e-3, 1e-2
 """BACON's Laplace scales of the coarse and the fine samples, and the coarse samples' weight in the loss."""
 OUTPUTS = (CHECKPOINT_FILE, WEIGHTS_FILE, "mesh.ply", "render.png", "metrics.json")
 """What a fit writes in its folder, ``metrics.json`` last."""
+SAMPLE_BYTES_PER_POINT = 128
+"""Host memory a training sample takes while it is drawn (surface point, noise, signed distance)."""
 
 
 @dataclass
@@ -87,12 +89,6 @@ class SDFTrainConfig(TrainConfig):
     """Without the line search: decay the filter's rate with the INR's instead of keeping it constant."""
 
 
-def check_resolution(resolution: int) -> None:
-    """Raise :class:`UsageError` for a marching-cubes grid too coarse to show a shape."""
-    if resolution < 8:
-        raise UsageError(f"--resolution must be at least 8, got {resolution}")
-
-
 @dataclass
 class SDFFitConfig:
     """How to fit a shape's SDF and mesh it."""
@@ -112,6 +108,7 @@ class SDFFitConfig:
             raise UsageError("--method sape is an image method; choose mlp, siren, gauss, wire or bacon")
         self.network.resolved().check()
         self.train.check()
+        check_fields(self, positive_int=("points_per_step",))
         if self.points_per_step < 2:
             raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")
         check_resolution(self.resolution)
@@ -172,14 +169,23 @@ def fit_shape(
     """
     config.check()
     truth, normalization = load_shape(mesh, fill_holes)
-    check_fit_folder(out, overwrite, (*OUTPUTS, "mesh-*.ply"))
     network_config = config.network.resolved()
     device = config.train.torch_device()
     with seeded(config.train.seed):
         network = build_network(network_config, 3, 1).to(device)
+    per_point = SAMPLE_BYTES_PER_POINT + bytes_per_sample(network)
+    check_memory("--points-per-step", config.points_per_step, lambda points: per_point * points, device)
+    with claimed_folder(out, "--out"):
+        check_fit_folder(out, overwrite, (*OUTPUTS, "mesh-*.ply"))
+        return _fit(config, network, network_config, truth, normalization, mesh, Path(out), progress)
+
+
+def _fit(config: SDFFitConfig, network: nn.Module, network_config: NetworkConfig, truth: trimesh.Trimesh,
+         normalization: Normalization, mesh: Optional[Path], out: Path, progress: bool) -> dict:  # fmt: skip
+    name = "generated" if mesh is None else Path(mesh).stem
+    device = next(network.parameters()).device
     task = SDFTask(ShapeSampler(truth, COARSE_SCALE, FINE_SCALE, config.train.seed), config.points_per_step, device)
-    label, name = network_label(network_config), "generated" if mesh is None else Path(mesh).stem
-    out.mkdir(parents=True, exist_ok=True)
+    label = network_label(network_config)
     history = train(network, task, config.train, config.lr(), checkpoint=out / CHECKPOINT_FILE,
                     settings=settings_key(asdict(config), content_digest(truth.vertices, truth.faces)),
                     description=f"{name} {label}", progress=progress)  # fmt: skip
