@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import Tensor, nn
 
-from rff_field.common.machine import resolve_device
+from rff_field.common.machine import check_memory, resolve_device
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FILTER_GROUP, named_param_groups, split_filter_parameters
@@ -32,6 +32,8 @@ from rff_field.fit.checkpoint import load_checkpoint, save_checkpoint
 
 logger = logging.getLogger(__name__)
 
+HISTORY_BYTES_PER_STEP = 256
+"""Memory the record of a step takes (its loss and line search on the device, then as lists and in metrics.json)."""
 CHECKPOINT_EVERY_S = 300.0
 """Seconds between checkpoints of a running fit (besides those written when it stops)."""
 
@@ -215,6 +217,7 @@ def train(
     """
     config.check()
     device = next(model.parameters()).device
+    check_memory("--iters", config.iters, lambda iters: HISTORY_BYTES_PER_STEP * iters * steps_per_iter, device)
     steps, check_every = config.iters * steps_per_iter, config.log_every * steps_per_iter
     filter_lr = config.filter_lr if config.filter_lr is not None else lr
     final = config.lr_final if config.lr_final is not None else lr / 10

@@ -1,10 +1,17 @@
 """Bad input to rff-image: the exit status, and a message that names the option or file (before any fit)."""
 
+import errno
+import os
+import shutil
+
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from rff_field.cli.image import entrypoint
+from rff_field.common.outputs import claimed_folder
+from tests import exit_status
 
 
 @pytest.fixture(scope="module")
@@ -14,6 +21,7 @@ def folder(tmp_path_factory):
     (root / "images").mkdir()
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(root / "images/a.png")
     (root / "not-an-image.png").write_text("no pixels here")
+    Image.fromarray(np.full((12, 12), np.nan, np.float32)).save(root / "nan.tif")
     entrypoint(["fit", "--image", str(root / "images/a.png"), "--out", str(root / "fit"), "--iters", "1",
                 "--no-progress", "--lpips", "False", "--hidden-features", "8"])  # fmt: skip
     return root
@@ -56,6 +64,11 @@ CASES = [
     ([*FIT, "--method", "nope"], 2, "--method"),
     ([*FIT, "--device", "gpu"], 2, "--device"),
     ([*FIT, "--out", "{root}/fit"], 2, "--out"),
+    (["fit", "--image", "{root}/nan.tif", "--out", "{root}/new"], 2, "nan.tif"),  # a data error, not a divergence
+    ([*FIT, "--iters", "1000000", "--out", "{root}/not-an-image.png"], 2, "--out"),  # refused before training
+    ([*FIT, "--iters", "1000000", "--out", "{root}/not-an-image.png/fit"], 2, "--out"),
+    ([*FIT, "--iters", str(10**15)], 2, "--iters"),  # its record of the steps would not fit in memory
+    (["render", "--fit", "{root}/fit", "--output-path", "{root}/images"], 2, "--output-path"),  # a folder
     ([*FIT, "--lr", "1e30", "--log-every", "1", "--out", "{root}/diverged"], 3, "--lr"),
     (["render", "--fit", "{root}/nowhere"], 2, "nowhere"),
     (["render", "--fit", "{root}/fit", "--scale", "0"], 2, "--scale"),
@@ -80,3 +93,35 @@ def test_bad_input(args, status, named, folder, capsys):
     assert exit.value.code == status
     assert named in capsys.readouterr().err
     assert not (folder / "bench").exists() or status != 2
+
+
+def test_a_finished_fit_is_not_replaced_unasked_whatever_state_its_metrics_are_in(folder, tmp_path, capsys):
+    out = tmp_path / "fit"
+    shutil.copytree(folder / "fit", out)
+    (out / "metrics.json").write_text('{"method": "filtered-pe", "psnr"')  # damaged, e.g. by a full disk
+    weights = (out / "model.pt").read_bytes()
+    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--out", str(out), *FIT[5:]]
+    assert exit_status(entrypoint, args) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "metrics.json" in error[0] and (out / "model.pt").read_bytes() == weights
+    assert exit_status(entrypoint, [*args, "--overwrite"]) == 0
+
+
+def test_a_second_fit_into_the_folder_of_a_running_one_is_refused(folder, tmp_path, capsys):
+    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--out", str(tmp_path), *FIT[5:]]
+    with claimed_folder(tmp_path, "--out"):  # as a fit running in another process holds it
+        assert exit_status(entrypoint, args) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--out" in error[0] and "in use" in error[0] and not (tmp_path / "metrics.json").exists()
+    assert exit_status(entrypoint, args) == 0
+
+
+def test_an_error_while_writing_ends_in_one_line_naming_the_file(folder, tmp_path, capsys, monkeypatch):
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--out", str(tmp_path / "fit"), *FIT[5:]]
+    assert exit_status(entrypoint, args) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "checkpoint.pt" in error[0] and "No space left" in error[0]

@@ -64,3 +64,25 @@ def test_ctrl_c_ends_training_after_the_step_with_a_checkpoint(scene, tmp_path):
         train_in_process(tiny_nerf(scene, tmp_path), on_setup=press_at_step_3)
     (checkpoint,) = tmp_path.glob("*/*/*/nerfstudio_models/step-*.ckpt")
     assert int(checkpoint.stem.split("-")[1]) <= 4 < STEPS - 1  # the step after the last one trained, as nerfstudio
+
+
+def test_ctrl_c_in_ns_train_saves_the_checkpoint_and_exits_130(scene, tmp_path, capsys):
+    from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
+
+    config = tiny_nerf(scene, tmp_path)
+    config.set_timestamp()
+    config.prepare()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+
+    def press(step: int) -> None:
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    trainer.callbacks.append(TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], press))
+    with pytest.raises(SystemExit) as ended:
+        trainer.train()  # what ns-train runs
+    trainer.shutdown()
+    assert ended.value.code == 130
+    assert "checkpoint" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert list(trainer.checkpoint_dir.glob("step-*.ckpt"))

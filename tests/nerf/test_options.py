@@ -122,3 +122,63 @@ def test_ns_train_stops_a_bad_option_with_one_line_and_status_2(scene, tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("ns-train: error: --pipeline.datamanager.camera-res-scale")
     assert "Traceback" not in done.stderr and not any(tmp_path.iterdir())  # no run folder left behind
+
+
+def set_in_frame_0(key, value):
+    return lambda meta: meta["frames"][0].__setitem__(key, value)
+
+
+def sixteen_bit_image(meta, folder):
+    from PIL import Image
+
+    Image.new("I;16", Image.open(folder / "train" / "r_0.png").size).save(folder / "train" / "r_0.png")
+
+
+ROTATED = [[1, 0, 0, 0], [0, 0, -1, 0], [0, 1, 0, 4], [0, 0, 0, 1]]
+BAD_CAMERAS = {
+    "nan-pose": (set_in_frame_0("transform_matrix", [[float("nan")] * 4] + ROTATED[1:]), "transform_matrix"),
+    "3x3-pose": (set_in_frame_0("transform_matrix", [row[:3] for row in ROTATED[:3]]), "transform_matrix"),
+    "string-pose": (set_in_frame_0("transform_matrix", "identity"), "transform_matrix"),
+    "zero-pose": (set_in_frame_0("transform_matrix", [[0] * 4] * 4), "transform_matrix"),
+    "mirrored-pose": (set_in_frame_0("transform_matrix", [[-1, 0, 0, 0], *ROTATED[1:]]), "transform_matrix"),
+    "zero-angle": (lambda meta: meta.__setitem__("camera_angle_x", 0), "camera_angle_x"),
+    "nan-angle": (lambda meta: meta.__setitem__("camera_angle_x", float("nan")), "camera_angle_x"),
+    "16-bit-image": (sixteen_bit_image, "r_0.png"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_CAMERAS)
+def test_camera_data_nerfstudio_would_misread_stops_before_a_run_folder_naming_file_and_field(name, scene, tmp_path):
+    import json
+    import shutil
+
+    edit, field = BAD_CAMERAS[name]
+    data = tmp_path / "scene"
+    shutil.copytree(scene, data)
+    meta = json.loads((data / "transforms_train.json").read_text())
+    edit(meta, data) if name == "16-bit-image" else edit(meta)
+    (data / "transforms_train.json").write_text(json.dumps(meta))
+    runs = tmp_path / "runs"
+    config = parsed("rff-nerf-lite", "--machine.device-type", "cpu", "--data", data, tmp_path=runs)
+    config.set_timestamp()
+    with pytest.raises(SystemExit) as ended:
+        config.print_to_terminal()  # what ns-train calls before it writes the run folder
+    assert ended.value.code == 2 and not runs.exists()
+    with pytest.raises(UsageError, match=field):
+        config.prepare()
+
+
+def test_a_capture_with_non_finite_intrinsics_or_wrong_sizes_is_refused_naming_the_field(capture, tmp_path):
+    import json
+    import shutil
+
+    for key, value in (("fl_x", float("nan")), ("w", 17), ("k1", "abc"), ("camera_model", "PINHOLE_X")):
+        data = tmp_path / key
+        shutil.copytree(capture, data)
+        meta = json.loads((data / "transforms.json").read_text())
+        meta[key] = value
+        (data / "transforms.json").write_text(json.dumps(meta))
+        config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", "--data", data, tmp_path=tmp_path)
+        with pytest.raises(UsageError, match=f"{key}") as error:
+            config.prepare()
+        assert "transforms.json" in str(error.value) and "\n" not in str(error.value)

@@ -100,6 +100,12 @@ def bad_files(tmp_path_factory):
     trimesh.PointCloud(np.random.default_rng(0).random((20, 3))).export(folder / "points.ply")
     sphere = trimesh.creation.icosphere(2)
     trimesh.Trimesh(sphere.vertices, sphere.faces[1:]).export(folder / "open.ply")
+    vertices = sphere.vertices.copy()
+    vertices[5] = np.nan
+    trimesh.Trimesh(vertices, sphere.faces, process=False).export(folder / "nan.ply")
+    faces = sphere.faces.copy()
+    faces[0, 2] = faces[0, 1]
+    trimesh.Trimesh(sphere.vertices, faces, process=False).export(folder / "degenerate.ply")
     (folder / "empty").mkdir()
     (folder / "taken.ply").write_text("a user's file")
     return folder
@@ -111,6 +117,10 @@ BAD_INPUT = [
     (["fit", "--mesh", "BAD/garbage.ply"], "garbage.ply"),
     (["fit", "--mesh", "BAD/points.ply"], "points.ply"),
     (["fit", "--mesh", "BAD/open.ply"], "--fill-holes"),
+    (["fit", "--mesh", "BAD/nan.ply", "--fill-holes"], "nan.ply has non-finite vertex"),  # not dropped and filled
+    (["fit", "--mesh", "BAD/degenerate.ply", "--fill-holes"], "degenerate.ply has 1 degenerate"),
+    (["fit", "--out", "BAD/taken.ply"], "--out"),  # a file
+    (["fit", "--points-per-step", str(10**13)], "--points-per-step"),
     (["fit", "--iters", "0"], "--iters"),
     (["fit", "--resolution", "4"], "--resolution"),
     (["fit", "--points-per-step", "1"], "--points-per-step"),
@@ -126,6 +136,7 @@ BAD_INPUT = [
     (["fit", "--out", "FIT", "--overwrite", "--mesh", "BAD/open.ply"], "--fill-holes"),  # FIT is kept
     (["mesh", "--fit", "BAD/empty"], "empty"),
     (["mesh", "--fit", "FIT", "--resolution", "4"], "--resolution"),
+    (["mesh", "--fit", "FIT", "--resolution", "3000"], "the largest that fits is"),  # about 400 GiB
     (["mesh", "--fit", "FIT", "--output-path", "BAD/taken.ply"], "--overwrite"),
     (["mesh", "--fit", "FIT", "--output-path", "BAD/mesh.txt"], "--output-path"),
     (["bench", "--variants", "nope"], "nope"),
