@@ -94,7 +94,7 @@ class Render:
         check_output_file(out, "--output-path", self.overwrite)
 
         def grid(scale: float) -> tuple[int, int]:
-            return max(1, round(metrics["height"] * scale)), max(1, round(metrics["width"] * scale))
+            return tuple(max(1, round(min(side * scale, 1e18))) for side in (metrics["height"], metrics["width"]))
 
         chunk = RENDER_CHUNK * bytes_per_sample(network, training=False)
         check_memory("--scale", self.scale, lambda scale: chunk + RENDER_BYTES_PER_PIXEL * math.prod(grid(scale)))
@@ -137,7 +137,7 @@ class Bench:
         self.config.check()
         variants = [parse_variant(text, PRESETS) for text in self.variants]
         for variant in variants:
-            apply_variant(self.config, variant, PRESETS).check()  # every error before the first fit
+            apply_variant(self.config, variant, PRESETS)  # every error before the first fit
         files = self.image_files()
 
         def run_job(job: Job) -> None:

@@ -138,7 +138,7 @@ class Bench:
         presets = {name: options for name, options in PRESETS.items() if name != "sape"}  # SAPE is for images
         variants = [parse_variant(text, presets) for text in self.variants]
         for variant in variants:
-            apply_variant(self.config, variant, presets).check()  # every error before the first fit
+            apply_variant(self.config, variant, presets)  # every error before the first fit
         for path in self.meshes:
             load_mesh(path, self.fill_holes)
         meshes = {path.stem: path for path in self.meshes} or {"generated": None}

@@ -54,7 +54,8 @@ def check_memory(
     """Raise :class:`UsageError` naming ``option`` and the largest value that fits when ``bytes_needed(value)`` (which
     grows with the value; an integer option stays an integer) exceeds the memory available on ``device``."""
     available = available_memory(device)
-    if bytes_needed(value) <= available:
+    need = bytes_needed(value)
+    if need <= available:
         return
     integer = isinstance(value, int)
     low, high = 0, value  # fits, does not fit
@@ -67,8 +68,14 @@ def check_memory(
         low = math.floor(low / 10 ** (math.floor(math.log10(low)) - 2)) * 10 ** (math.floor(math.log10(low)) - 2)
     where = "the GPU" if torch.device(device).type == "cuda" else "this machine"
     largest = f"the largest that fits is {low:g}" if low > 0 else "nothing of this size fits"
-    raise UsageError(f"{option} {value:g} needs about {bytes_needed(value) / 2**30:.3g} GiB of memory and {where} has "
-                     f"{available / 2**30:.3g} GiB available; {largest}")  # fmt: skip
+    shown = value if integer else format(value, "g")
+    need = f"about {need / 2**30:.3g} GiB" if need < 1e300 else "over 1e300 bytes"
+    raise UsageError(f"{option} {shown} needs {need} of memory and {where} has {available / 2**30:.3g} GiB "
+                     f"available; {largest}")  # fmt: skip
+
+
+TRAINING_BYTES_PER_PARAMETER = 12
+"""Memory a parameter takes in training besides itself: its gradient and Adam's two moments."""
 
 
 def bytes_per_sample(network: nn.Module, training: bool = True) -> int:

@@ -132,10 +132,15 @@ def convert(text: str, hint: Any, key: str) -> Any:
 
 
 def apply_variant(base: Config, variant: Variant, presets: Mapping[str, Mapping[str, Any]]) -> Config:
-    """A copy of ``base`` with the variant's preset and options set."""
+    """A copy of ``base`` with the variant's preset and options set, checked (its ``check()``); a :class:`UsageError`
+    names the variant."""
     config = copy.deepcopy(base)
-    for key, value in [*presets[variant.preset].items(), *variant.options]:
-        set_option(config, key, value)
+    try:
+        for key, value in [*presets[variant.preset].items(), *variant.options]:
+            set_option(config, key, value)
+        config.check()
+    except UsageError as err:
+        raise UsageError(f"variant {variant.label!r}: {err}") from None
     return config
 
 

@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.common.machine import bytes_per_sample, check_memory, machine_description
+from rff_field.common.machine import TRAINING_BYTES_PER_PARAMETER, bytes_per_sample, check_memory, machine_description
 from rff_field.common.options import Flat
 from rff_field.common.outputs import claimed_folder, save_image, write_json, write_torch
 from rff_field.common.torch_state import seeded
@@ -128,15 +128,15 @@ def fit_image(
     check_pixels(pixels, name)
     height, width, channels = pixels.shape
     device = config.train.torch_device()
-    if config.network.method in ("mlp", "sape"):
-        warn_if_aliased(config.network.embedding, (width, height))
     with seeded(config.train.seed):
         model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
-    per_sample = bytes_per_sample(model)
+    if config.network.method in ("mlp", "sape"):
+        warn_if_aliased(config.network.embedding, (width, height))
+    per_sample, state = bytes_per_sample(model), TRAINING_BYTES_PER_PARAMETER * count_parameters(model)
     check_memory(
         "--batch-size",
         config.batch_size,
-        lambda batch: FIT_BYTES_PER_PIXEL * height * width + per_sample * min(batch, height * width),
+        lambda batch: state + FIT_BYTES_PER_PIXEL * height * width + per_sample * min(batch, height * width),
         device,
     )
     with claimed_folder(out, "--out"):

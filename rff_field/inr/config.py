@@ -7,12 +7,14 @@ Layer counts follow the WIRE repository: ``hidden_layers`` counts the hidden lay
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, get_args
 
 from torch import nn
 
-from rff_field.core.embedding import EmbeddingConfig
+from rff_field.common.machine import check_memory
+from rff_field.core.embedding import DEFAULT_NUM_FREQUENCIES, EmbeddingConfig
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.inr.bacon import Bacon, BaconSchedule, default_schedule
 from rff_field.inr.gauss import Gauss
@@ -97,6 +99,46 @@ class NetworkConfig:
             raise UsageError(f"{prefix}bacon-output-layers must increase within 1..{layers} and end at {layers}, "
                              f"got {' '.join(map(str, outputs))}")  # fmt: skip
 
+    def parameter_estimate(self, in_dim: int, out_dim: int, sidelength: Optional[int] = None, **change: int) -> int:
+        """About how many parameters the network has (its linear layers and filter), with ``change``'s options
+        (``hidden_features``, ``hidden_layers``, ``num_frequencies``, ``filter_layers``) set."""
+        width, depth = (
+            change.get("hidden_features", self.hidden_features),
+            change.get("hidden_layers", self.hidden_layers),
+        )
+        inputs, filtered = in_dim, 0
+        if self.method in ("mlp", "sape"):
+            embedding = self.embedding
+            bands = max(1, int(math.log2(sidelength / 4))) if sidelength and sidelength >= 8 else 1
+            default = DEFAULT_NUM_FREQUENCIES.get("rff" if embedding.encoding == "rff" else embedding.pe_bands, bands)
+            count = change.get("num_frequencies", embedding.num_frequencies or default)
+            inputs = 2 * count * (1 if embedding.encoding == "rff" else in_dim) + in_dim
+            if self.method == "mlp" and embedding.filtered:
+                filtered = change.get("filter_layers", embedding.filter_layers) * inputs**2
+        return (inputs * width + depth * width**2 + width * out_dim + filtered) * (2 if self.method == "wire" else 1)
+
+    def check_memory(self, in_dim: int, out_dim: int, sidelength: Optional[int] = None, prefix: str = "--") -> None:
+        """Raise :class:`UsageError` naming the option whose term dominates when the network's parameters (and a
+        Python object per layer) cannot fit in this machine's memory, with the largest value that fits."""
+        options = {"hidden_features": self.hidden_features, "hidden_layers": self.hidden_layers}
+        if self.method in ("mlp", "sape") and self.embedding.num_frequencies is not None:
+            options["num_frequencies"] = self.embedding.num_frequencies
+        if self.method == "mlp" and self.embedding.filtered:
+            options["filter_layers"] = self.embedding.filter_layers
+
+        def needed(name: str, value: int) -> int:
+            layers = {
+                "hidden_layers": self.hidden_layers,
+                "filter_layers": options.get("filter_layers", 0),
+                name: value,
+            }
+            parameters = self.parameter_estimate(in_dim, out_dim, sidelength, **{name: value})
+            return 4 * parameters + 2048 * (layers["hidden_layers"] + layers["filter_layers"])
+
+        for name in sorted(options, key=lambda name: needed(name, 1)):  # the one whose reduction saves the most first
+            option = prefix + ("embedding." if name in ("num_frequencies", "filter_layers") else "") + name
+            check_memory(option.replace("_", "-"), options[name], lambda value, name=name: needed(name, value))
+
     def bacon_layout(self) -> tuple[tuple[float, ...], tuple[int, ...]]:
         """BACON's bandwidth fraction per filter and its output layers, as set or from the schedule."""
         scales, outputs = default_schedule(max(self.hidden_layers, 1), self.bacon_multiscale, self.bacon_schedule)
@@ -113,6 +155,7 @@ def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: 
         sidelength: Samples along the signal's longest axis (for the ``wire`` PE bands).
     """
     config.check()
+    config.check_memory(in_dim, out_dim, sidelength)
     width, depth = config.hidden_features, config.hidden_layers
     if config.method == "siren":
         return Siren(in_dim, out_dim, width, depth, config.siren_omega0)

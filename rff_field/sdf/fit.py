@@ -19,7 +19,7 @@ import trimesh
 import tyro
 from torch import Tensor, nn
 
-from rff_field.common.machine import bytes_per_sample, check_memory, machine_description
+from rff_field.common.machine import TRAINING_BYTES_PER_PARAMETER, bytes_per_sample, check_memory, machine_description
 from rff_field.common.mesh import check_resolution, marching_cubes, sample_grid, write_mesh
 from rff_field.common.options import Flat
 from rff_field.common.outputs import claimed_folder, write_json, write_torch
@@ -174,7 +174,8 @@ def fit_shape(
     with seeded(config.train.seed):
         network = build_network(network_config, 3, 1).to(device)
     per_point = SAMPLE_BYTES_PER_POINT + bytes_per_sample(network)
-    check_memory("--points-per-step", config.points_per_step, lambda points: per_point * points, device)
+    state = TRAINING_BYTES_PER_PARAMETER * count_parameters(network)
+    check_memory("--points-per-step", config.points_per_step, lambda points: state + per_point * points, device)
     with claimed_folder(out, "--out"):
         check_fit_folder(out, overwrite, (*OUTPUTS, "mesh-*.ply"))
         return _fit(config, network, network_config, truth, normalization, mesh, Path(out), progress)
