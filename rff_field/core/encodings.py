@@ -32,14 +32,21 @@ except ImportError:
             raise NotImplementedError
 
 
+def check_count(name: str, value: int) -> None:
+    """Raise :class:`UsageError` unless ``value`` is a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name} must be a positive integer, got {value!r}")
+
+
 class FourierEncoding(Encoding):
     """``[v?, sin(2 pi B v), cos(2 pi B v)]`` for fixed ``frequencies`` ``B`` (one vector per row, cycles per unit; a
     buffer, saved in checkpoints); ``include_input`` prepends the coordinates ``v``."""
 
     def __init__(self, frequencies: Float[Tensor, "num_frequencies in_dim"], include_input: bool = False) -> None:
+        if frequencies.ndim != 2 or 0 in frequencies.shape or not torch.isfinite(frequencies).all():
+            raise UsageError(f"an embedding needs a [num_frequencies, in_dim] tensor of finite frequencies, got one of "
+                             f"shape {tuple(frequencies.shape)}")  # fmt: skip
         super().__init__(frequencies.shape[-1])
-        if frequencies.numel() == 0 or not torch.isfinite(frequencies).all():
-            raise UsageError(f"an embedding needs at least one finite frequency, got {frequencies.tolist()}")
         self.register_buffer("B", frequencies.float())
         self.include_input = include_input
 
@@ -74,6 +81,7 @@ class PositionalEncoding(FourierEncoding):
     """On-axis PE: every input dimension with each of ``frequencies`` (cycles per unit), dimension-major."""
 
     def __init__(self, in_dim: int, frequencies: Float[Tensor, " N"], include_input: bool = False) -> None:
+        check_count("in_dim", in_dim)
         frequencies = torch.as_tensor(frequencies, dtype=torch.float32).flatten()
         super().__init__(torch.block_diag(*[frequencies[:, None]] * in_dim), include_input)
 
@@ -85,5 +93,9 @@ class RandomFourierEncoding(FourierEncoding):
     def __init__(
         self, in_dim: int, num_frequencies: int, sigma: float, include_input: bool = False, seed: int = 0
     ) -> None:
+        check_count("in_dim", in_dim)
+        check_count("num_frequencies", num_frequencies)
+        if not 0 <= seed < 2**64:
+            raise UsageError(f"the random frequencies' seed must lie in [0, 2**64), got {seed}")
         generator = torch.Generator().manual_seed(seed)
         super().__init__(torch.randn(num_frequencies, in_dim, generator=generator) * sigma, include_input)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from rff_field.core.encodings import Encoding
+from rff_field.core.encodings import Encoding, check_count
 from rff_field.core.errors import UsageError
 
 # Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
@@ -30,6 +30,8 @@ class BiasFreeFilter(nn.Module):
     """
 
     def __init__(self, dim: int, num_layers: int = 3, bias: bool = False) -> None:
+        check_count("the filter's dim", dim)
+        check_count("the filter's num_layers", num_layers)
         super().__init__()
         self.layers = nn.ModuleList(nn.Linear(dim, dim, bias=bias) for _ in range(num_layers))
         self.dim = dim
