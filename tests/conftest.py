@@ -39,3 +39,12 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def subnormals_kept():
+    """Every test starts with subnormal floats kept: a model that trained in this process flushes them on its thread
+    (its ``flush_denormals``), and hypothesis draws them."""
+    import torch
+
+    torch.set_flush_denormal(False)

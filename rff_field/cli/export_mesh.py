@@ -72,11 +72,11 @@ class ExportMesh:
 
         quiet_known_warnings()  # before nerfstudio is imported
         import numpy as np
-        import torch
         from nerfstudio.utils.rich_utils import CONSOLE
 
         from rff_field.common.machine import bytes_per_sample, check_memory
         from rff_field.common.mesh import write_mesh
+        from rff_field.common.torch_state import denormals_flushed
         from rff_field.nerf.loading import load_pipeline
         from rff_field.nerf.mesh_export import Frame, camera_focus, density_mesh
         from rff_field.nerf.model import RFFNeRFModel
@@ -91,7 +91,6 @@ class ExportMesh:
             field = model.field
         per_point = 64 + bytes_per_sample(field, training=False)  # indices, points, the field's activations
         check_memory("--batch-size", self.batch_size, lambda batch: per_point * batch, model.device)
-        torch.set_flush_denormal(model.config.flush_denormals)  # the field is queried outside the model's forward
         outputs = pipeline.datamanager.train_dataparser_outputs
         frame = Frame.of(outputs.dataparser_transform, outputs.dataparser_scale, identity=self.nerfstudio_frame)
         c2w = outputs.cameras.camera_to_worlds.detach().cpu().double().numpy()
@@ -109,9 +108,10 @@ class ExportMesh:
         frame_name = "nerfstudio's normalised" if self.nerfstudio_frame else "the data's"
         CONSOLE.print(f"Meshing the box {np.round(bbox_min, 3).tolist()} to {np.round(bbox_max, 3).tolist()} "
                       f"({frame_name} coordinates)", highlight=False)  # fmt: skip
-        mesh = density_mesh(field, frame, bbox_min, bbox_max, self.resolution, self.threshold, self.min_component,
-                            up=None if self.keep_ground else up, batch_size=self.batch_size, device=model.device,
-                            report=lambda line: CONSOLE.print(line, highlight=False))  # fmt: skip
+        with denormals_flushed(model.config.flush_denormals):  # the field is queried outside the model's forward
+            mesh = density_mesh(field, frame, bbox_min, bbox_max, self.resolution, self.threshold, self.min_component,
+                                up=None if self.keep_ground else up, batch_size=self.batch_size, device=model.device,
+                                report=lambda line: CONSOLE.print(line, highlight=False))  # fmt: skip
         path = write_mesh(mesh, self.output_path, overwrite=self.overwrite)
         CONSOLE.print(f"Wrote {path}: {len(mesh.vertices)} vertices, {len(mesh.faces)} triangles (checkpoint of step "
                       f"{step})", highlight=False)  # fmt: skip

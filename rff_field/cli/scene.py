@@ -8,6 +8,7 @@ Subcommands:
 from __future__ import annotations
 
 import shlex
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional, Sequence, Union
@@ -15,6 +16,7 @@ from typing import Annotated, Optional, Sequence, Union
 import tyro
 
 from rff_field.cli.common import run_command
+from rff_field.common.machine import check_memory
 from rff_field.common.options import Flat
 from rff_field.common.outputs import claimed_folder, clear_folder
 from rff_field.core.errors import UsageError
@@ -27,6 +29,7 @@ def generate(out: Path, spec, write, method: str) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--out {out} exists and is not an empty folder; choose a new one")
     spec.check()
+    check_view_counts(out, spec)
     existed = out.exists()
     try:
         with claimed_folder(out, "--out"):
@@ -41,6 +44,27 @@ def generate(out: Path, spec, write, method: str) -> Path:
         raise
     print(f"wrote {out}; train on it with: ns-train {method} --data {shlex.quote(str(out))}")
     return out
+
+
+VIEW_BYTES = 1024
+"""Memory a view's pose and frame take before the images are written."""
+
+
+def check_view_counts(out: Path, spec) -> None:
+    """Raise :class:`UsageError` naming the largest view count when the views' poses cannot fit in memory or their
+    images (at most 4 bytes a pixel) on the disk holding ``out``."""
+    counts = {"--num-views": spec.num_views} if isinstance(spec, CaptureSpec) else {
+        "--num-train-views": spec.num_train_views, "--num-val-views": spec.num_val_views,
+        "--num-test-views": spec.num_test_views}  # fmt: skip
+    option = max(counts, key=counts.get)
+    others = sum(counts.values()) - counts[option]
+    check_memory(option, counts[option], lambda views: VIEW_BYTES * (views + others))
+    disk = next(folder for folder in [out, *out.absolute().parents] if folder.exists())
+    free, per_view = shutil.disk_usage(disk).free, 4 * spec.image_size**2
+    if (counts[option] + others) * per_view > free:
+        need, largest = (counts[option] + others) * per_view / 2**30, max(0, free // per_view - others)
+        raise UsageError(f"{option} {counts[option]}: the images would take up to {need:.3g} GiB and {disk} has "
+                         f"{free / 2**30:.3g} GiB free; the largest that fits is {largest}")  # fmt: skip
 
 
 @dataclass

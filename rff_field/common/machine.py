@@ -34,9 +34,11 @@ def available_memory(device: torch.device | str = "cpu") -> int:
     """Bytes that can still be allocated on ``device``: a CUDA device's free memory, else the host's available memory
     (``MemAvailable``, within the process's cgroup limit when it has one)."""
     device = torch.device(device)
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
     available = 1 << 62  # unknown: nothing is refused
+    if device.type == "cuda":
+        with contextlib.suppress(RuntimeError, AssertionError):  # no driver: the device check says so
+            available = int(torch.cuda.mem_get_info(device)[0])
+        return available
     with contextlib.suppress(OSError, ValueError):
         available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     with contextlib.suppress(OSError, TypeError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
@@ -121,7 +121,7 @@ def _check_camera_field(key: str, value: object, where: str) -> None:
     is not a rigid 4x4 transform, intrinsics that are not finite and positive (``camera_angle_x`` below pi, sizes
     whole numbers), non-finite distortion, an unknown camera model."""
     if key == "camera_model":
-        if value not in CAMERA_MODEL_TO_TYPE:
+        if not isinstance(value, str) or value not in CAMERA_MODEL_TO_TYPE:
             raise UsageError(f"{where} is {value!r}; nerfstudio knows {', '.join(CAMERA_MODEL_TO_TYPE)}")
         return
     shape = {"transform_matrix": (4, 4), "applied_transform": (3, 4), "distortion_params": (6,)}.get(key, ())
@@ -173,11 +173,65 @@ def _check_images(transforms: Path, images: list[Path]) -> tuple[Path, tuple[int
 
 
 def check_scaled_size(image: Path, scale: float, option: str) -> None:
-    """Raise :class:`UsageError` unless ``image`` scaled by ``scale`` is large enough to evaluate."""
+    """Raise :class:`UsageError` unless ``image`` scaled by ``scale`` is large enough to evaluate, and one such image
+    (as nerfstudio holds it: 4 float channels) fits in memory."""
     from PIL import Image
+
+    from rff_field.common.machine import check_memory
 
     with Image.open(image) as opened:
         width, height = opened.size
-    if min(int(width * scale), int(height * scale)) < MIN_EVAL_IMAGE_SIDE:
+    if min(width * scale, height * scale) < MIN_EVAL_IMAGE_SIDE:
         raise UsageError(f"{option} {scale:g} makes the {width}x{height} images smaller than {MIN_EVAL_IMAGE_SIDE} "
                          "pixels a side, too small to evaluate; raise it")  # fmt: skip
+    check_memory(option, scale, lambda factor: 16 * width * height * factor**2)
+
+
+PROPOSAL_SAMPLE_BYTES = 256
+"""Memory a sample of nerfacto's proposal networks takes (small hash grids and MLPs)."""
+
+
+def check_model_memory(pipeline: Any, device: str) -> None:
+    """Raise :class:`UsageError` naming the option (the embedding's size, or rays per batch) whose memory on ``device``
+    cannot fit: the embedding's filter with Adam's state, and the samples' activations (a low estimate: the field's
+    MLP and the embedding for every sample, kept for backward in training)."""
+    from rff_field.common.machine import TRAINING_BYTES_PER_PARAMETER, check_memory
+    from rff_field.core.embedding import DEFAULT_NUM_FREQUENCIES
+
+    model, datamanager = pipeline.model, pipeline.datamanager
+    width = max(getattr(model, "base_mlp_layer_width", 0), getattr(model, "hidden_dim", 0), 1)
+    layers = max(getattr(model, "base_mlp_num_layers", 0), getattr(model, "base_num_layers", 0), 1)
+    embedding, channels = getattr(model, "embedding", None), 0
+    if embedding is not None:
+        count = embedding.num_frequencies or DEFAULT_NUM_FREQUENCIES.get(embedding.pe_bands, 10)
+        filter_layers = embedding.filter_layers if embedding.filtered else 0
+
+        def embedding_bytes(count: int, filter_layers: int) -> int:
+            channels = 2 * count * (1 if embedding.encoding == "rff" else 3) + 3
+            return (4 + TRAINING_BYTES_PER_PARAMETER) * (filter_layers * channels**2 + channels * width)
+
+        if embedding.num_frequencies is not None:
+            option = "--pipeline.model.embedding.num-frequencies"
+            check_memory(option, count, lambda n: embedding_bytes(n, filter_layers), device)
+        check_memory("--pipeline.model.embedding.filter-layers", filter_layers, lambda n: embedding_bytes(count, n),
+                     device)  # fmt: skip
+        channels = 2 * count * 3 * (filter_layers + 2)
+    per_sample = 4 * (width * layers + channels)
+    proposals = sum(getattr(model, "num_proposal_samples_per_ray", ()) or ())
+    counts = {
+        f"--pipeline.model.{name.replace('_', '-')}": getattr(model, name)
+        for name in ("num_coarse_samples", "num_importance_samples", "num_nerf_samples_per_ray")
+        if hasattr(model, name)
+    }
+    for name, kept in (("train_num_rays_per_batch", 3), ("eval_num_rays_per_batch", 1)):
+        rays = f"--pipeline.datamanager.{name.replace('_', '-')}"
+        sizes = {**counts, rays: getattr(datamanager, name)}
+
+        def needed(option: str, value: int, sizes=sizes, kept=kept, rays=rays) -> int:
+            sizes = {**sizes, option: value}
+            return (
+                kept * sizes.pop(rays) * (PROPOSAL_SAMPLE_BYTES * proposals + max(sum(sizes.values()), 1) * per_sample)
+            )
+
+        for option in sorted(sizes, key=lambda option: needed(option, 1)):  # the one whose reduction saves most
+            check_memory(option, sizes[option], lambda value, option=option: needed(option, value), device)

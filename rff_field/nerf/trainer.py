@@ -28,6 +28,7 @@ from rff_field.core.errors import (
     check_fields,
 )
 from rff_field.core.filter import FILTER_GROUP
+from rff_field.nerf.checks import check_model_memory
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.pipeline import check_pipeline, choose_by_data, usage_errors_exit
 
@@ -72,6 +73,7 @@ class RFFTrainerConfig(TrainerConfig):
         if chosen:
             notices.append(f"{self.method_name} on a Blender scene (an object in a void): {chosen}")
         check_pipeline(self.pipeline, "val", self.method_name)
+        check_model_memory(self.pipeline, self.machine.device_type)
         check_fields(self, positive_int=("max_num_iterations",))
         if not 0 <= self.machine.seed < 2**32:  # numpy's seeds (nerfstudio seeds numpy)
             raise UsageError(f"--machine.seed must lie in [0, 2**32), got {self.machine.seed}")
