@@ -122,10 +122,12 @@ class RFFTrainer(Trainer):
         except KeyboardInterrupt:
             if self.training_state == "completed":
                 return
+            self.shutdown()
             print(f"{prog}: stopped at once during step {self.step} (checkpoints saved before it are kept)",
                   file=sys.stderr)  # fmt: skip
             sys.exit(INTERRUPTED_EXIT_STATUS)
         if self.interrupted:
+            self.shutdown()
             print(f"{prog}: interrupted after step {self.step}; its checkpoint is in {self.checkpoint_dir} (--load-dir "
                   "goes on from it)", file=sys.stderr)  # fmt: skip
             sys.exit(INTERRUPTED_EXIT_STATUS)

@@ -4,6 +4,8 @@ a rate that collapses the density; the demo."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import trimesh
@@ -67,3 +69,39 @@ def test_the_demo_runs_end_to_end(tmp_path):
     summary = demo.Demo(output_dir=tmp_path / "demo").main()
     assert summary["test_metrics"]["psnr"] > 20
     assert len(trimesh.load(summary["mesh"], process=False).faces) > 1000
+
+
+def test_ctrl_c_in_ns_train_with_its_viewer_saves_a_checkpoint_and_exits_130(scene, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests import REPO
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [
+        str(Path(sys.executable).parent / "ns-train"),
+        "rff-nerf-lite",
+        "--data",
+        str(scene),
+        "--output-dir",
+        str(tmp_path),
+        "--vis",
+        "viewer",
+        "--viewer.websocket-port",
+        "7461",
+        "--max-num-iterations",
+        "100000",
+    ]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    deadline = time.monotonic() + 600
+    while not list(tmp_path.glob("*/*/*/config.yml")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(30)  # into training
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130
+    assert "checkpoint" in process.stderr.read().strip().splitlines()[-1]
+    assert list(tmp_path.glob("*/*/*/nerfstudio_models/step-*.ckpt"))
