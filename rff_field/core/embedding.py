@@ -62,6 +62,9 @@ class EmbeddingConfig:
                 raise UsageError(f"{option} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         check_fields(self, positive_int=("num_frequencies", "filter_layers"), non_negative_int=("rff_seed",),
                      positive=("pe_scale", "rff_sigma", "filter_init_gain"), prefix=prefix)  # fmt: skip
+        if self.filter_init != "default" and self.filter_layers * math.log10(self.filter_init_gain) > 30:
+            raise UsageError(f"{prefix}filter-init-gain {self.filter_init_gain:g} over {self.filter_layers} layers "
+                             "would scale the embedding beyond 1e30 (float32 overflows); lower it")  # fmt: skip
 
     def build(self, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
         """A new encoding of ``in_dim`` coordinates, with a new filter when ``filtered``; ``sidelength``: samples
