@@ -83,8 +83,13 @@ def written_atomically(path: Path, overwrite: bool = True) -> Iterator[Path]:
                 os.replace(temporary, path)
     except FileExistsError:
         raise UsageError(f"{path} already exists; pass --overwrite to replace it, or choose another path") from None
-    except OSError as err:
-        raise UsageError(f"cannot write {path}: {err.strerror or type(err).__name__}") from None
+    except Exception as err:  # an OSError, or a writer's own error while it handled one (torch.save's zip writer)
+        cause = err
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        raise UsageError(f"cannot write {path}: {cause.strerror or type(cause).__name__}") from None
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -74,3 +74,13 @@ def test_the_claim_holds_within_one_process(tmp_path):
         with claimed_folder(tmp_path, "--out"):
             pass
     assert time.monotonic() - start < 5  # refused at once, not waited for
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_full_disk_under_torch_save_is_one_line_naming_the_file(tmp_path):
+    import torch
+
+    with pytest.raises(UsageError, match=f"cannot write {tmp_path / 'model.pt'}: No space left on device"):
+        with written_atomically(tmp_path / "model.pt"), open("/dev/full", "wb") as full:
+            torch.save(torch.zeros(1000), full)  # its zip writer raises a RuntimeError while handling the OSError
+    assert not list(tmp_path.iterdir())
