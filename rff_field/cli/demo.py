@@ -3,6 +3,7 @@ mesh, all under one folder; nothing is downloaded."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Sequence
@@ -101,7 +102,10 @@ class Demo:
         _, pipeline, step = load_pipeline(config_path, test_mode="test")
         metrics = evaluate_views(pipeline, out / "eval")
         CONSOLE.rule("[bold]4/4 The mesh")
-        mesh = ExportMesh(config_path, out / "mesh.ply", self.mesh_threshold, self.mesh_resolution).main()
+        try:
+            mesh = ExportMesh(config_path, out / "mesh.ply", self.mesh_threshold, self.mesh_resolution).main()
+        except UsageError as err:  # in rff-demo's words: its options are --mesh-threshold, --mesh-resolution
+            raise UsageError(re.sub(r"--(threshold|resolution)\b", r"--mesh-\1", str(err))) from None
         summary = {"steps": step + 1, "test_metrics": metrics["mean"], "scene": str(scene), "config": str(config_path),
                    "renders": str(out / "eval" / "renders"), "mesh": str(mesh)}  # fmt: skip
         write_json(out / "summary.json", summary)
