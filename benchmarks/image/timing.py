@@ -23,7 +23,7 @@ from rff_field.common.torch_state import seeded
 from rff_field.fit.bench import apply_variant, parse_variant
 from rff_field.fit.loop import train
 from rff_field.image.data import downsample, load_image
-from rff_field.image.fit import DEFAULT_LR, ImageFitConfig, PixelTask
+from rff_field.image.fit import ImageFitConfig, PixelTask, method_lr
 from rff_field.inr.config import PRESETS, build_network, count_parameters
 
 
@@ -61,11 +61,9 @@ def main(timing: Timing) -> None:
                 model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
             params[label] = count_parameters(model)
             task = PixelTask(pixels, config.batch_size, config.train.seed, device)
-            lr = config.train.lr or DEFAULT_LR.get(config.network.method, 1e-3)
-            run = replace(
-                config.train, iters=timing.block, log_every=timing.block, filter_lr=config.train.filter_lr or lr
-            )
-            history = train(model, task, run, lr, progress=False, steps_per_iter=task.batches)
+            run = replace(config.train, iters=timing.block, log_every=timing.block)
+            run = run.with_rates(method_lr(config.network))
+            history = train(model, task, run, progress=False, steps_per_iter=task.batches)
             if round_ > 0:
                 seconds[label].append(history.seconds / history.steps)
     reference = statistics.median(seconds[variants[0].label])

@@ -136,14 +136,13 @@ class Bench:
         check_fields(self, positive_int=("downsample",))
         self.config.check()
         variants = [parse_variant(text, PRESETS) for text in self.variants]
-        for variant in variants:
-            apply_variant(self.config, variant, PRESETS)  # every error before the first fit
+        configs = {variant.label: apply_variant(self.config, variant, PRESETS) for variant in variants}  # checked
         files = self.image_files()
 
         def run_job(job: Job) -> None:
             pixels, _ = load_image(files[job.input], "--images")
-            fit_image(downsample(pixels, self.downsample), job.input, apply_variant(self.config, job.variant, PRESETS),
-                      job.folder, self.progress)  # fmt: skip
+            fit_image(downsample(pixels, self.downsample), job.input, configs[job.variant.label], job.folder,
+                      self.progress)  # fmt: skip
 
         protocol = {"config": asdict(self.config), "downsample": self.downsample}
         columns = [("PSNR", "psnr", ".2f"), ("SSIM", "ssim", ".4f"), ("parameters", "num_params", ".0f"),

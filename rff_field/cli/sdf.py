@@ -46,6 +46,7 @@ class Fit:
         """Fit, mesh, measure, write and print a one-line summary; returns the metrics."""
         from rff_field.sdf.fit import fit_shape
 
+        self.config.check()
         metrics = fit_shape(self.config, self.mesh, self.out, self.fill_holes, self.overwrite, self.progress)
         if metrics.get("diverged"):
             raise TrainingDiverged(f"{metrics['diverged']}; {self.out / 'metrics.json'} is marked diverged")
@@ -137,8 +138,7 @@ class Bench:
         self.config.check()
         presets = {name: options for name, options in PRESETS.items() if name != "sape"}  # SAPE is for images
         variants = [parse_variant(text, presets) for text in self.variants]
-        for variant in variants:
-            apply_variant(self.config, variant, presets)  # every error before the first fit
+        configs = {variant.label: apply_variant(self.config, variant, presets) for variant in variants}  # checked
         for path in self.meshes:
             load_mesh(path, self.fill_holes)
         meshes = {path.stem: path for path in self.meshes} or {"generated": None}
@@ -146,7 +146,7 @@ class Bench:
             raise UsageError("--meshes: two meshes have the same file name (their jobs are named by it)")
 
         def run_job(job: Job) -> None:
-            config = apply_variant(self.config, job.variant, presets)
+            config = configs[job.variant.label]
             fit_shape(config, meshes[job.input], job.folder, self.fill_holes, progress=self.progress)
 
         protocol = {"config": asdict(self.config), "meshes": [str(path) for path in self.meshes],

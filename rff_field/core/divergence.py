@@ -88,11 +88,6 @@ class LastFiniteState:
         self.state = self._unseen_state = self._copy()
         self.first_loss = first_loss
 
-    @property
-    def checked_step(self) -> int:
-        """The step of the last check that found everything finite (the next check's losses start there)."""
-        return self._unseen_step
-
     def _copy(self) -> dict[str, Tensor]:
         return {key: value.detach().clone() for key, value in self.model.state_dict().items()}
 

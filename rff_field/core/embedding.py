@@ -69,7 +69,6 @@ class EmbeddingConfig:
     def build(self, in_dim: int, sidelength: Optional[int] = None) -> Encoding:
         """A new encoding of ``in_dim`` coordinates, with a new filter when ``filtered``; ``sidelength``: samples
         along the signal's longest axis (``wire`` bands need it or ``num_frequencies``)."""
-        self.check()
         encoding = self.unfiltered(in_dim, sidelength)
         if not self.filtered:
             return encoding

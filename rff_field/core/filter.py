@@ -107,8 +107,3 @@ def named_param_groups(model: nn.Module, inr_lr: float, filter_lr: float, inr_gr
     filter_params, inr_params = split_filter_parameters(model)
     groups = [{"name": inr_group, "params": inr_params, "lr": inr_lr}]
     return groups + ([{"name": FILTER_GROUP, "params": filter_params, "lr": filter_lr}] if filter_params else [])
-
-
-def param_group(optimizer: torch.optim.Optimizer, name: str) -> Optional[dict]:
-    """The optimizer's group called ``name`` (None when it has none)."""
-    return next((group for group in optimizer.param_groups if group.get("name") == name), None)

@@ -31,8 +31,6 @@ class LineSearchConfig:
 
     enabled: bool = True
     """Set the filter's rate every step by the line search; off: the filter keeps the rate its application gives."""
-    rule: Literal["paper"] = "paper"
-    """The step-size rule: the paper's Algorithm 1 with a sufficient-decrease check (docs/method.md)."""
     direction: Literal["adam", "gradient"] = "adam"
     """Update direction whose slope the rule uses: Adam's step, or the negative gradient (plain SGD's)."""
     lr_min: float = 0.0
@@ -47,9 +45,8 @@ class LineSearchConfig:
 
     def check(self, prefix: str = "--line-search.") -> None:
         """Raise :class:`UsageError` for values the rule cannot use (options named ``prefix`` + field)."""
-        for name, allowed in (("rule", ("paper",)), ("direction", ("adam", "gradient"))):
-            if getattr(self, name) not in allowed:
-                raise UsageError(f"{prefix}{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.direction not in ("adam", "gradient"):
+            raise UsageError(f"{prefix}direction must be one of adam, gradient, got {self.direction!r}")
         check_fields(self, non_negative=("lr_min", "lr_max", "eps"), prefix=prefix)
         if self.lr_min > self.lr_max:
             raise UsageError(f"{prefix}lr-min ({self.lr_min:g}) must not exceed {prefix}lr-max ({self.lr_max:g})")
@@ -180,7 +177,6 @@ class FilterLineSearch:
         grad_scaler: Optional[torch.amp.GradScaler] = None,
     ) -> None:
         self.config = config = config or LineSearchConfig()
-        config.check()
         self.optimizers = list(dict.fromkeys([optimizers] if isinstance(optimizers, Optimizer) else optimizers))
         self.loss_fn, self.grad_scaler = loss_fn, grad_scaler
         self._filter_ids = {id(p) for p in filter_params}

@@ -14,7 +14,7 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Literal, Optional
 
@@ -27,7 +27,7 @@ from rff_field.common.machine import check_memory, resolve_device
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FILTER_GROUP, named_param_groups, split_filter_parameters
-from rff_field.core.line_search import LineSearchConfig, attach_line_search
+from rff_field.core.line_search import RECORD_FIELDS, LineSearchConfig, attach_line_search
 from rff_field.fit.checkpoint import load_checkpoint, save_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,18 @@ class TrainConfig:
         if self.lr is not None and self.lr_final is not None and self.lr_final > self.lr:
             raise UsageError(f"--lr-final ({self.lr_final:g}) must not exceed --lr ({self.lr:g})")
         self.line_search.check()
+
+    def with_rates(self, method_lr: float, batch_scale: float = 1.0) -> "TrainConfig":
+        """A copy with every rate decided: ``lr`` (``--lr``, else the method's, times ``batch_scale``), ``lr_final``
+        (default ``lr / 10``) and ``filter_lr`` (default: the unscaled ``lr``; the filter's rate and the line
+        search's bounds do not follow the batch)."""
+        lr = self.lr or method_lr
+        config = replace(self, lr=lr * batch_scale, filter_lr=self.filter_lr or lr)
+        config.lr_final = self.lr_final if self.lr_final is not None else config.lr / 10
+        if config.lr_final > config.lr:
+            raise UsageError(f"--lr-final ({config.lr_final:g}) must not exceed the initial rate ({config.lr:g}); "
+                             "lower --lr-final")  # fmt: skip
+        return config
 
     def torch_device(self) -> torch.device:
         """The device to train on."""
@@ -185,11 +197,114 @@ def progress_bar(enabled: bool) -> Progress:
     )
 
 
+class FitRun:
+    """One run of the loop on a model: its optimizer on two named groups, their schedules, the divergence guard, the
+    per-step record and the checkpoint it resumes from and saves to."""
+
+    def __init__(self, model: nn.Module, task: FitTask, config: TrainConfig, checkpoint: Optional[Path],
+                 settings: str, steps_per_iter: int) -> None:  # fmt: skip
+        assert config.lr is not None and config.lr_final is not None and config.filter_lr is not None, "with_rates()"
+        self.model, self.task, self.config, self.checkpoint, self.settings = model, task, config, checkpoint, settings
+        self.steps_per_iter, self.steps = steps_per_iter, config.iters * steps_per_iter
+        device = next(model.parameters()).device
+        check_memory("--iters", config.iters, lambda iters: HISTORY_BYTES_PER_STEP * iters * steps_per_iter, device)
+        self.optimizer = torch.optim.Adam(
+            named_param_groups(model, config.lr, config.filter_lr), amsgrad=config.amsgrad
+        )
+        self.filter_follows = config.filter_schedule and not config.line_search.enabled
+        self.factors = [self.decay if group["name"] != FILTER_GROUP or self.filter_follows else (lambda step: 1.0)
+                        for group in self.optimizer.param_groups]  # fmt: skip
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.factors)
+        filter_params, inr_params = split_filter_parameters(model)
+        self.has_filter = bool(filter_params)
+        hints = divergence_hints(config.lr, config.filter_lr if filter_params else None, config.line_search,
+                                 config.lr_final)  # fmt: skip
+        self.guard = LastFiniteState(model, {"filter": filter_params, "INR": inr_params}, hints)
+        self.losses = torch.zeros(self.steps, dtype=torch.float64, device=device)
+        self.records = torch.zeros(self.steps, 4, dtype=torch.float64, device=device)
+        self.rates: list[float] = []  # without the line search: the scheduled rates, no tensor read
+        self.first, self.seconds_before, self.resumed = 0, 0.0, []
+        self.loss: Optional[Tensor] = None
+        self.search = None
+        self.started = time.perf_counter()
+
+    def decay(self, step: int) -> float:
+        """The INR's schedule: log-linear from ``lr`` to ``lr_final`` over the iterations."""
+        config = self.config
+        return (config.lr_final / config.lr) ** (min(step // self.steps_per_iter, config.iters) / config.iters)
+
+    def resume(self) -> None:
+        """Go on from the checkpoint when there is one written with the same settings."""
+        saved = load_checkpoint(self.checkpoint, self.settings)
+        if saved is not None:
+            first = self.first = saved["step"]
+            self.seconds_before, self.resumed = saved["seconds"], [*saved["resumed"], first]
+            self.model.load_state_dict(saved["model"])
+            self.optimizer.load_state_dict(saved["optimizer"])
+            self.task.load_state_dict(saved["task"])
+            self.losses[:first], self.records[:first] = saved["loss"], saved["records"]
+            self.rates = saved["rates"]
+            self.scheduler.last_epoch = first
+            for group, base, factor in zip(self.optimizer.param_groups, self.scheduler.base_lrs, self.factors):
+                group["lr"] = base * factor(first)
+            self.guard.resume(first, self.losses[0].clone())
+            logger.info(f"resuming at step {first} of {self.steps} from {self.checkpoint} (delete it to start over)")
+        self.search = attach_line_search(self.config.line_search, self.optimizer, loss_fn=lambda: self.loss)
+
+    def step(self, step: int) -> None:
+        """One optimizer step: the task's loss, backward, clipping, the line search's rate, Adam, the schedule."""
+        loss = self.task.loss(self.model, step)
+        self.losses[step] = loss.detach()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.grad_clip > 0 and self.search is not None:  # its slopes need the gradients before clipping
+            self.search.clip_grad_norm_(self.config.grad_clip)
+        elif self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        self.loss = loss.detach()
+        self.optimizer.step()
+        if self.search is not None:
+            self.records[step] = self.search.records[-1]
+        elif self.has_filter:
+            self.rates.append(self.config.filter_lr * (self.decay(step) if self.filter_follows else 1.0))
+        self.scheduler.step()
+
+    def seconds(self) -> float:
+        """Training time over every run of this fit."""
+        return self.seconds_before + time.perf_counter() - self.started
+
+    def save(self, done: int) -> None:
+        """Write the checkpoint of ``done`` steps (when the fit has a checkpoint file)."""
+        if self.checkpoint is None:
+            return
+        state = {"step": done, "seconds": self.seconds(), "settings": self.settings, "model": self.model.state_dict(),
+                 "optimizer": self.optimizer.state_dict(), "task": self.task.state_dict(),
+                 "loss": self.losses[:done].cpu(), "records": self.records[:done].cpu(), "rates": self.rates[:done],
+                 "resumed": self.resumed}  # fmt: skip
+        save_checkpoint(self.checkpoint, state)
+
+    def detach(self) -> None:
+        """Remove the line search's hooks from the optimizer."""
+        if self.search is not None:
+            self.search.remove()
+
+    def history(self, done: int, diverged: Optional[str], stopped: Optional[str]) -> FitHistory:
+        """What the run did, up to ``done`` steps (to the guard's last finite state when it diverged)."""
+        kept = self.guard.step if diverged is not None else done
+        rates, search_rows = self.rates, None
+        if self.search is not None:
+            rows = self.records[:kept].cpu().tolist()
+            rates = [row[3] for row in rows]
+            search_rows = {key: [row[i] for row in rows] for i, key in enumerate(RECORD_FIELDS[:3])}
+        filter_lr = rates[:kept] if self.has_filter else None
+        return FitHistory(kept, self.losses[:kept].tolist(), filter_lr, search_rows, self.seconds(), diverged, stopped,
+                          self.resumed)  # fmt: skip
+
+
 def train(
     model: nn.Module,
     task: FitTask,
     config: TrainConfig,
-    lr: float,
     checkpoint: Optional[Path] = None,
     settings: str = "",
     description: str = "fit",
@@ -201,8 +316,7 @@ def train(
     Args:
         model: The network; its filters (found by type) form the optimizer group ``filter``.
         task: The loss of each step.
-        config: The optimisation; ``config.lr`` is ignored for ``lr``.
-        lr: The INR's initial rate (``config.lr`` or the method's default, as the application resolves it).
+        config: The optimisation, its rates resolved (:meth:`TrainConfig.with_rates`) and checked.
         checkpoint: A file to resume from and to save to: every few minutes, on Ctrl-C/SIGTERM, at the time budget
             and at the end of training (so that an interrupted measurement does not train again).
         settings: What the checkpoint must have been written with (:func:`~rff_field.fit.checkpoint.settings_key`).
@@ -215,127 +329,45 @@ def train(
         FitInterrupted: At the end of the step during which Ctrl-C or SIGTERM came, after saving the checkpoint.
         UsageError: If ``checkpoint`` holds a fit with other settings.
     """
-    config.check()
-    device = next(model.parameters()).device
-    check_memory("--iters", config.iters, lambda iters: HISTORY_BYTES_PER_STEP * iters * steps_per_iter, device)
-    steps, check_every = config.iters * steps_per_iter, config.log_every * steps_per_iter
-    filter_lr = config.filter_lr if config.filter_lr is not None else lr
-    final = config.lr_final if config.lr_final is not None else lr / 10
-    if final > lr:
-        raise UsageError(f"--lr-final ({final:g}) must not exceed the initial rate ({lr:g}); lower --lr-final")
-    optimizer = torch.optim.Adam(named_param_groups(model, lr, filter_lr), amsgrad=config.amsgrad)
-
-    def decay(step: int) -> float:
-        return (final / lr) ** (min(step // steps_per_iter, config.iters) / config.iters)
-
-    filter_follows = config.filter_schedule and not config.line_search.enabled
-    factors = [
-        decay if group["name"] != FILTER_GROUP or filter_follows else (lambda step: 1.0)
-        for group in optimizer.param_groups
-    ]
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factors)
-    filter_params, inr_params = split_filter_parameters(model)
-    hints = divergence_hints(lr, filter_lr if filter_params else None, config.line_search, config.lr_final)
-    guard = LastFiniteState(model, {"filter": filter_params, "INR": inr_params}, hints)
-
-    losses = torch.zeros(steps, dtype=torch.float64, device=device)
-    records = torch.zeros(steps, 4, dtype=torch.float64, device=device)
-    rates: list[float] = []  # without the line search: the scheduled rates, no tensor read
-    first, seconds_before, resumed = 0, 0.0, []
-    saved = load_checkpoint(checkpoint, settings)
-    if saved is not None:
-        first, seconds_before, resumed = saved["step"], saved["seconds"], [*saved["resumed"], saved["step"]]
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        task.load_state_dict(saved["task"])
-        losses[:first], records[:first], rates = saved["loss"].to(device), saved["records"].to(device), saved["rates"]
-        scheduler.last_epoch = first
-        for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, factors):
-            group["lr"] = base * factor(first)
-        guard.resume(first, losses[0].clone())
-        logger.info(f"resuming at step {first} of {steps} from {checkpoint} (delete it to start over)")
-    current: dict[str, Tensor] = {}
-    search = attach_line_search(config.line_search, optimizer, loss_fn=lambda: current["loss"])
-    has_filter = any(group["name"] == FILTER_GROUP for group in optimizer.param_groups)
-
-    def save(done: int) -> None:
-        if checkpoint is not None:
-            save_checkpoint(
-                checkpoint,
-                {
-                    "step": done,
-                    "seconds": seconds_before + time.perf_counter() - start,
-                    "settings": settings,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "task": task.state_dict(),
-                    "loss": losses[:done].cpu(),
-                    "records": records[:done].cpu(),
-                    "rates": rates[:done],
-                    "resumed": resumed,
-                },
-            )
-
+    run = FitRun(model, task, config, checkpoint, settings, steps_per_iter)
+    run.resume()
+    steps, check_every = run.steps, config.log_every * steps_per_iter
     diverged = stopped = None
-    done = checked = first
-    start = saved_at = time.perf_counter()
+    done = checked = run.first
+    saved_at = time.perf_counter()
     try:
         with progress_bar(progress) as bar, stop_requests() as stop:
-            bar_task = bar.add_task(description, total=steps, completed=first, text="")
-            for step in range(first, steps):
-                loss = task.loss(model, step)
-                losses[step] = loss.detach()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.grad_clip > 0 and search is not None:  # its slopes need the gradients before clipping
-                    search.clip_grad_norm_(config.grad_clip)
-                elif config.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                current["loss"] = loss.detach()
-                optimizer.step()
-                if search is not None:
-                    records[step] = search.records[-1]
-                elif has_filter:
-                    rates.append(filter_lr * (decay(step) if filter_follows else 1.0))
-                scheduler.step()
+            bar_task = bar.add_task(description, total=steps, completed=done, text="")
+            for step in range(run.first, steps):
+                run.step(step)
                 done = step + 1
-                at_iteration_end = done % steps_per_iter == 0
-                if not (at_iteration_end and (done % check_every == 0 or done == steps or stop["requested"])):
+                if done % steps_per_iter or not (done % check_every == 0 or done == steps or stop["requested"]):
                     continue
                 try:
-                    guard.check(done, losses[checked:done])
+                    run.guard.check(done, run.losses[checked:done])
                 except TrainingDiverged as err:  # the model is back at its last finite state, of step guard.step
                     diverged = str(err)
                     break
                 checked = done
-                bar.update(bar_task, completed=done, text=task.describe(float(losses[done - 1])))
+                bar.update(bar_task, completed=done, text=task.describe(float(run.losses[done - 1])))
                 if stop["requested"] and done < steps:
-                    save(done)
+                    run.save(done)
                     where = f"interrupted after step {done} of {steps}"
-                    if checkpoint is None:
-                        raise FitInterrupted(where)
-                    raise FitInterrupted(f"{where}; its checkpoint is in {checkpoint}, and the same command goes on")
-                elapsed = time.perf_counter() - start  # of this run: a rerun with the same budget goes on
-                if config.time_budget is not None and elapsed > config.time_budget and done < steps:
-                    stopped = f"time budget reached after step {done} of {steps}"
-                    save(done)
+                    if checkpoint is not None:
+                        where += f"; its checkpoint is in {checkpoint}, and the same command goes on"
+                    raise FitInterrupted(where)
+                over_budget = config.time_budget is not None and time.perf_counter() - run.started > config.time_budget
+                if over_budget and done < steps:
+                    stopped = f"time budget reached after step {done} of {steps}"  # of this run: a rerun goes on
+                    run.save(done)
                     break
                 if time.perf_counter() - saved_at > CHECKPOINT_EVERY_S:
-                    save(done)
+                    run.save(done)
                     saved_at = time.perf_counter()
-            if diverged is None and stopped is None and first < steps:
-                save(steps)  # measuring takes a while: stopped then, the same command skips the training
+            if diverged is None and stopped is None and run.first < steps:
+                run.save(steps)  # measuring takes a while: stopped then, the same command skips the training
     finally:
-        if search is not None:
-            search.remove()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    kept = guard.step if diverged is not None else done
-    loss_list = losses[:kept].tolist()
-    search_rows = records[:kept].cpu().tolist() if search is not None else None
-    if search_rows is not None:
-        rates = [row[3] for row in search_rows]
-        search_rows = {key: [row[i] for row in search_rows] for i, key in enumerate(("loss", "d_filter", "lr_d_inr"))}
-    seconds = seconds_before + time.perf_counter() - start
-    filter_lr = rates[:kept] if has_filter else None
-    return FitHistory(kept, loss_list, filter_lr, search_rows, seconds, diverged, stopped, resumed)
+        run.detach()
+    if next(model.parameters()).device.type == "cuda":
+        torch.cuda.synchronize()
+    return run.history(done, diverged, stopped)

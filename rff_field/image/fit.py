@@ -8,7 +8,7 @@ run; PSNR of an iteration from the training MSE of its pass.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -34,6 +34,13 @@ from rff_field.inr.config import NetworkConfig, build_network, count_parameters,
 
 DEFAULT_LR = {"wire": 5e-3}
 """Learning rates of the WIRE repository; every other method uses 1e-3."""
+
+
+def method_lr(network: NetworkConfig) -> float:
+    """The INR's rate of an image fit with ``network`` unless --lr says otherwise."""
+    return DEFAULT_LR.get(network.method, 1e-3)
+
+
 OUTPUTS = ("comparison.png", "reconstruction.png", "curves.png", WEIGHTS_FILE, "metrics.json")
 """What a fit writes in its folder, ``metrics.json`` last."""
 FIT_BYTES_PER_PIXEL, RENDER_BYTES_PER_PIXEL = 256, 80
@@ -124,7 +131,6 @@ def fit_image(
     diverged one writes its last finite state, marked ``diverged`` (the caller raises). A fit already in ``out`` is
     replaced only with ``overwrite``.
     """
-    config.check()
     check_pixels(pixels, name)
     height, width, channels = pixels.shape
     device = config.train.torch_device()
@@ -150,13 +156,12 @@ def _fit(model: nn.Module, pixels: Tensor, name: str, config: ImageFitConfig, ou
     if hasattr(model, "configure"):  # SAPE paces its progression over the run
         model.configure(config.train.iters)
     task = PixelTask(pixels.float(), config.batch_size, config.train.seed, device)
-    lr = config.train.lr or DEFAULT_LR.get(config.network.method, 1e-3)
     # The INR's rate is scaled by the batch (WIRE repository); the filter's and the line search's bounds are not.
-    train_config = replace(config.train, filter_lr=config.train.filter_lr or lr)
+    train_config = config.train.with_rates(method_lr(config.network), min(1.0, config.batch_size / (height * width)))
     label = network_label(config.network)
-    history = train(model, task, train_config, lr * min(1.0, config.batch_size / (height * width)),
-                    checkpoint=out / CHECKPOINT_FILE, settings=settings_key(asdict(config), content_digest(pixels)),
-                    description=f"{name} {label}", progress=progress, steps_per_iter=task.batches)  # fmt: skip
+    history = train(model, task, train_config, checkpoint=out / CHECKPOINT_FILE,
+                    settings=settings_key(asdict(config), content_digest(pixels)), description=f"{name} {label}",
+                    progress=progress, steps_per_iter=task.batches)  # fmt: skip
 
     losses = torch.tensor(history.loss, dtype=torch.float64).reshape(-1, task.batches)
     sizes = torch.tensor([min(task.batch_size, height * width - b * task.batch_size) for b in range(task.batches)])
@@ -170,7 +175,7 @@ def _fit(model: nn.Module, pixels: Tensor, name: str, config: ImageFitConfig, ou
         "method": label, "image": name, "height": height, "width": width, "channels": channels,
         "iters": history.steps // task.batches, **quality, "best_psnr": best_psnr, "best_iter": best_iter,
         "num_params": num_params, "num_filter_params": sum(p.numel() for p in split_filter_parameters(model)[0]),
-        "params_per_value": num_params / (height * width * channels), "inr_lr": lr, "device": str(device),
+        "params_per_value": num_params / (height * width * channels), "inr_lr": train_config.lr, "device": str(device),
         "machine": machine_description(device), "config": asdict(config), "psnr_history": psnrs,
         **history.metrics(), **(model.summary() if hasattr(model, "summary") else {}),
     }  # fmt: skip

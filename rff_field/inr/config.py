@@ -6,7 +6,6 @@ Layer counts follow the WIRE repository: ``hidden_layers`` counts the hidden lay
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, get_args
@@ -154,7 +153,6 @@ def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: 
         out_dim: Output channels.
         sidelength: Samples along the signal's longest axis (for the ``wire`` PE bands).
     """
-    config.check()
     config.check_memory(in_dim, out_dim, sidelength)
     width, depth = config.hidden_features, config.hidden_layers
     if config.method == "siren":
@@ -170,16 +168,6 @@ def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: 
         encoding = config.embedding.unfiltered(in_dim, sidelength)
         return SapeMLP(encoding, out_dim, width, depth, res=config.sape_res, epsilon=config.sape_epsilon)
     return FourierFeatureMLP(config.embedding.build(in_dim, sidelength), out_dim, width, depth)
-
-
-def apply_preset(config: NetworkConfig, name: str) -> NetworkConfig:
-    """A copy of ``config`` with the options of the table row ``name`` (a key of :data:`PRESETS`)."""
-    if name not in PRESETS:
-        raise UsageError(f"unknown network {name!r}; choose one of {', '.join(PRESETS)}")
-    options = PRESETS[name]
-    embedding = {key.split(".", 1)[1]: value for key, value in options.items() if key.startswith("embedding.")}
-    own = {key: value for key, value in options.items() if not key.startswith("embedding.")}
-    return dataclasses.replace(config, embedding=dataclasses.replace(config.embedding, **embedding), **own)
 
 
 def network_label(config: NetworkConfig) -> str:

@@ -113,10 +113,6 @@ class SDFFitConfig:
             raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")
         check_resolution(self.resolution)
 
-    def lr(self) -> float:
-        """The INR's initial rate: --lr, else the method's."""
-        return self.train.lr or DEFAULT_LR.get(self.network.method, 1e-3)
-
 
 class SDFTask(FitTask):
     """BACON's SDF regression: fresh samples every step, loss ``sum fine^2 + 1e-2 sum coarse^2``."""
@@ -167,7 +163,6 @@ def fit_shape(
     Returns:
         The metrics.
     """
-    config.check()
     truth, normalization = load_shape(mesh, fill_holes)
     network_config = config.network.resolved()
     device = config.train.torch_device()
@@ -187,11 +182,12 @@ def _fit(config: SDFFitConfig, network: nn.Module, network_config: NetworkConfig
     device = next(network.parameters()).device
     task = SDFTask(ShapeSampler(truth, COARSE_SCALE, FINE_SCALE, config.train.seed), config.points_per_step, device)
     label = network_label(network_config)
-    history = train(network, task, config.train, config.lr(), checkpoint=out / CHECKPOINT_FILE,
+    train_config = config.train.with_rates(DEFAULT_LR.get(network_config.method, 1e-3))
+    history = train(network, task, train_config, checkpoint=out / CHECKPOINT_FILE,
                     settings=settings_key(asdict(config), content_digest(truth.vertices, truth.faces)),
                     description=f"{name} {label}", progress=progress)  # fmt: skip
     metrics = {
-        "method": label, "mesh": str(mesh or "generated"), "lr": config.lr(), "resolution": config.resolution,
+        "method": label, "mesh": str(mesh or "generated"), "lr": train_config.lr, "resolution": config.resolution,
         "parameters": count_parameters(network),
         "filter_parameters": sum(p.numel() for p in split_filter_parameters(network)[0]),
         "device": str(device), "machine": machine_description(device), "config": asdict(config),

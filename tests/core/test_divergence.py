@@ -76,4 +76,7 @@ def test_a_finite_loss_that_blows_up_counts_as_diverged():
 def test_a_first_loss_of_zero_sets_no_ceiling():
     model = nn.Linear(1, 1)
     guard = LastFiniteState(model, {"INR": list(model.parameters())}, ["a lower --lr"])
-    guard.check(3, torch.tensor([0.0, 1e3, 1e30]))
+    guard.check(3, torch.tensor([0.0, 1e3, 1e30]))  # would be 1e30 times the first loss of a nonzero start
+    assert guard.diverged_at is None
+    with pytest.raises(TrainingDiverged, match="at step 3"):  # the ceiling is gone, the finiteness check is not
+        guard.check(4, torch.tensor([float("nan")]))

@@ -112,8 +112,6 @@ def test_the_residual_filter_and_the_optimizer_groups():
 def test_bad_options_name_the_option(field, value):
     with pytest.raises(UsageError, match="--pipeline.model.embedding." + field.replace("_", "-")):
         EmbeddingConfig(**{field: value}).check("--pipeline.model.embedding.")
-    with pytest.raises(UsageError):
-        EmbeddingConfig(**{field: value}).build(2, sidelength=64)
 
 
 def test_the_wire_bands_need_a_side_of_eight_samples():

@@ -145,7 +145,7 @@ def test_the_embedding_config_builds_what_it_describes_or_refuses(factor):
         sidelength=st.one_of(st.none(), st.integers(-4, 4096)),
     )
     def check(config, in_dim, sidelength):
-        encoding = refused(lambda: config.build(in_dim, sidelength))
+        encoding = refused(lambda: (config.check(), config.build(in_dim, sidelength))[1])  # a checked config
         if encoding is None:
             return
         assert isinstance(encoding, FilteredEncoding) == config.filtered and in_dim >= 1

@@ -293,7 +293,7 @@ def test_misuse_is_refused_with_a_usage_error():
 
 @pytest.mark.parametrize(
     "field,value",
-    [("lr_max", -1.0), ("lr_min", 2e-3), ("eps", NAN), ("direction", "newton"), ("rule", "balance")],
+    [("lr_max", -1.0), ("lr_min", 2e-3), ("eps", NAN), ("direction", "newton")],
 )
 def test_bad_options_name_the_option(field, value):
     with pytest.raises(UsageError, match=f"--pipeline.model.line-search.{field.replace('_', '-')}"):
