@@ -21,8 +21,8 @@ class ExportMesh:
 
     load_config: Path
     """config.yml of a trained rff-nerf(-lite) or rff-nerfacto(-lite) run (ns-train prints its path at the end)."""
-    output_path: Path = Path("mesh.ply")
-    """Mesh file to write (.ply keeps the vertex colours; .obj, .off, .stl)."""
+    output_path: Optional[Path] = None
+    """Mesh file to write (.ply keeps the vertex colours; .obj, .off, .stl); default: mesh.ply beside config.yml."""
     threshold: float = 10.0
     """Density at which the surface is placed; the command prints the range it saw (higher: tighter surface)."""
     resolution: int = 256
@@ -48,6 +48,8 @@ class ExportMesh:
 
     def check(self) -> None:
         """Raise :class:`UsageError` for options that cannot work, before anything is loaded."""
+        if self.output_path is None:
+            self.output_path = Path(self.load_config).parent / "mesh.ply"
         check_fields(self, positive=("threshold",), positive_int=("batch_size",), non_negative=("min_component",))
         if self.resolution < 8:
             raise UsageError(f"--resolution must be at least 8, got {self.resolution}")

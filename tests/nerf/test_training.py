@@ -16,6 +16,7 @@ from rff_field.cli import export_mesh
 from rff_field.common.mesh import sample_grid
 from rff_field.nerf.evaluate import evaluate_views
 from rff_field.nerf.loading import load_pipeline
+from tests import exit_status
 from tests.nerf.conftest import LOG_EVERY, STEPS
 
 
@@ -78,6 +79,18 @@ def test_export_mesh_meshes_the_region_the_cameras_look_at_and_prints_the_densit
         mesh = trimesh.load(out, process=False)
         assert len(mesh.faces) > 0 and mesh.visual.vertex_colors.shape == (len(mesh.vertices), 4)
         assert (mesh.vertices >= np.asarray(low) - 1e-5).all() and (mesh.vertices <= np.asarray(high) + 1e-5).all()
+
+
+def test_export_mesh_writes_beside_the_run_unless_given_a_path(trained, tmp_path, monkeypatch, capsys):
+    _, pipeline, _ = load_pipeline(trained["config_path"])
+    box = pipeline.model.scene_box.aabb.numpy()
+    threshold = crossing(pipeline.model.field_fine, box[0], box[1])
+    monkeypatch.chdir(tmp_path)
+    args = ["--load-config", str(trained["config_path"]), "--resolution", "16", "--threshold", str(threshold)]
+    assert exit_status(export_mesh.entrypoint, args) == 0
+    beside = trained["config_path"].parent / "mesh.ply"
+    assert beside.is_file() and list(tmp_path.iterdir()) == []
+    beside.unlink()
 
 
 def test_the_proposal_grids_faster_torch_path_computes_nerfstudios_encoding():
