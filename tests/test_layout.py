@@ -80,9 +80,10 @@ def test_sizes():
 
 
 def test_method_configs_hold_only_method_specifications():
+    from nerfstudio.plugins.types import MethodSpecification
+
     import method_configs.rff_nerf
     import method_configs.rff_nerfacto
-    from nerfstudio.plugins.types import MethodSpecification
 
     for module in (method_configs.rff_nerf, method_configs.rff_nerfacto):
         public = {name: value for name, value in vars(module).items() if not name.startswith("_")}

@@ -3,7 +3,6 @@ mesh, all under one folder; nothing is downloaded."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -104,9 +103,10 @@ class Demo:
                    "renders": str(out / "eval" / "renders"), "mesh": str(mesh)}  # fmt: skip
         write_json(out / "summary.json", summary)
         psnr, ssim = metrics["mean"]["psnr"], metrics["mean"]["ssim"]
-        viewer = "ns-viewer"
+        viewer = Path("ns-viewer")
         if shutil.which(viewer) is None:  # not on the PATH: make demo does not activate .venv
-            viewer = os.path.relpath(Path(sys.executable).parent / viewer)
+            viewer = Path(sys.executable).parent / viewer
+            viewer = viewer.relative_to(Path.cwd()) if viewer.is_relative_to(Path.cwd()) else viewer
         CONSOLE.print(f"Test views: {psnr:.2f} dB PSNR, SSIM {ssim:.4f}; renders in {summary['renders']}, mesh "
                       f"{mesh}\nOpen the run in the viewer: {viewer} --load-config {config_path}",
                       highlight=False, soft_wrap=True)  # fmt: skip
