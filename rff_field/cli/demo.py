@@ -103,10 +103,10 @@ class Demo:
                    "renders": str(out / "eval" / "renders"), "mesh": str(mesh)}  # fmt: skip
         write_json(out / "summary.json", summary)
         psnr, ssim = metrics["mean"]["psnr"], metrics["mean"]["ssim"]
-        viewer = Path("ns-viewer")
+        viewer = "ns-viewer"
         if shutil.which(viewer) is None:  # not on the PATH: make demo does not activate .venv
-            viewer = Path(sys.executable).parent / viewer
-            viewer = viewer.relative_to(Path.cwd()) if viewer.is_relative_to(Path.cwd()) else viewer
+            path = Path(sys.executable).parent / viewer
+            viewer = str(path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path)
         CONSOLE.print(f"Test views: {psnr:.2f} dB PSNR, SSIM {ssim:.4f}; renders in {summary['renders']}, mesh "
                       f"{mesh}\nOpen the run in the viewer: {viewer} --load-config {config_path}",
                       highlight=False, soft_wrap=True)  # fmt: skip

@@ -75,6 +75,7 @@ BAD_INPUT = [
     ),  # fmt: skip
     (export_mesh.entrypoint, lambda t, s: ["--load-config", t, "--min-component", 1], "--min-component"),
     (demo.entrypoint, lambda t, s: ["--output-dir", t, "--steps", 0], "--steps"),
+    (demo.entrypoint, lambda t, s: ["--output-dir", t, "--threads", 0], "--threads"),
     (demo.entrypoint, lambda t, s: ["--output-dir", s], "--output-dir"),  # a folder rff-demo did not write
     (
         demo.entrypoint,
