@@ -22,7 +22,7 @@ MARKER = ".rff-demo"
 @dataclass
 class Demo:
     """Generate a small synthetic scene (Blender format), train rff-nerf-lite on it, evaluate it on the test views,
-    export a coloured mesh and print where everything is: about 4 minutes on a 2-core CPU with the defaults."""
+    export a coloured mesh and print where everything is: 4 minutes of CPU time with the defaults."""
 
     output_dir: Path = Path("demo_output")
     """Folder for the scene, the run, the evaluation and the mesh (new, empty, or an earlier demo's)."""
