@@ -21,8 +21,8 @@ class ExportMesh:
 
     load_config: Path
     """config.yml of a trained rff-nerf(-lite) or rff-nerfacto(-lite) run (ns-train prints its path at the end)."""
-    output_path: Path = Path("mesh.ply")
-    """Mesh file to write (.ply keeps the vertex colours; .obj, .off, .stl)."""
+    output_path: Optional[Path] = None
+    """Mesh file to write (.ply keeps the vertex colours; .obj, .off, .stl); default: mesh.ply beside config.yml."""
     threshold: float = 10.0
     """Density at which the surface is placed; the command prints the range it saw (higher: tighter surface)."""
     resolution: int = 256
@@ -51,6 +51,8 @@ class ExportMesh:
         from rff_field.common.mesh import check_resolution
         from rff_field.common.outputs import check_output_file
 
+        if self.output_path is None:
+            self.output_path = Path(self.load_config).parent / "mesh.ply"
         check_fields(self, positive=("threshold",), positive_int=("batch_size",), non_negative=("min_component",))
         check_resolution(self.resolution)
         if self.min_component >= 1:

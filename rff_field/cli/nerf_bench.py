@@ -10,6 +10,8 @@ its own.
 
 from __future__ import annotations
 
+import copy
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,8 @@ from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.fit.bench import Job, Variant, parse_shard, parse_variant, run_bench, set_option
 
 METHODS = ("rff-nerf", "rff-nerf-lite", "rff-nerfacto", "rff-nerfacto-lite")
+MIN_EVAL_SIDE = 32
+"""The smallest side (pixels) of the test renders the bench compares: a smaller render scores blur, not the field."""
 COLUMNS = [("test PSNR", "psnr", ".2f"), ("test SSIM", "ssim", ".4f"), ("s/step", "seconds_per_step", ".3f"),
            ("filter at lr-max", "filter_lr_at_max", ".0%")]  # fmt: skip
 
@@ -37,7 +41,8 @@ class NerfBench:
     steps: int = 2000
     """Training steps of every variant."""
     scale: float = 0.125
-    """camera-res-scale-factor of every variant (0.125: 100x100 for the 800x800 synthetic scenes)."""
+    """camera-res-scale-factor of every variant (0.125: 100x100 for the 800x800 synthetic scenes; the test views
+    must come out at least 32 pixels a side)."""
     seed: int = 42
     """Training seed of every variant."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -57,14 +62,38 @@ class NerfBench:
 
         quiet_known_warnings()  # before nerfstudio is imported
         variants = [parse_variant(text, {method: {} for method in METHODS}) for text in self.variants]
+        sizes = set()
         for variant in variants:  # unknown options and bad values stop here, before any training
             try:
-                self.trainer_config(variant, self.out).prepare()
+                config = self.trainer_config(variant, self.out)
+                sizes.add(self.test_view_size(config))
+                config.prepare()
             except UsageError as err:
                 raise UsageError(f"variant {variant.label!r}: {err}") from None
         protocol = {"data": str(self.data.resolve()), "steps": self.steps, "scale": self.scale, "seed": self.seed,
                     "eval_views": self.eval_views}  # fmt: skip
-        return run_bench(self.out, [self.data.name], variants, self.run_job, protocol, COLUMNS, self.shard)
+        note = f"Test views rendered at {', '.join(sorted(sizes))} pixels (--scale {self.scale:g})."
+        return run_bench(self.out, [self.data.name], variants, self.run_job, protocol, COLUMNS, self.shard, note=note)
+
+    def test_view_size(self, config) -> str:
+        """``WIDTHxHEIGHT`` of the config's test renders (the scene's test cameras scaled as nerfstudio scales them);
+        raises :class:`UsageError` below :data:`MIN_EVAL_SIDE` pixels a side."""
+        from rff_field.nerf.checks import check_dataset
+
+        dataparser = copy.deepcopy(config.pipeline.datamanager.dataparser)
+        check_dataset(dataparser, self.data, "test", config.method_name)  # one line for data it cannot read
+        dataparser.data = self.data
+        cameras = dataparser.setup().get_dataparser_outputs(split="test").cameras[:1]
+        width, height = int(cameras.width), int(cameras.height)
+        scale = config.pipeline.datamanager.camera_res_scale_factor
+        cameras.rescale_output_resolution(scale)
+        scaled_width, scaled_height = int(cameras.width), int(cameras.height)
+        if min(scaled_width, scaled_height) < MIN_EVAL_SIDE:
+            needed = math.ceil(MIN_EVAL_SIDE / min(width, height) * 1000) / 1000
+            raise UsageError(f"--scale {scale:g} renders the {width}x{height} test views of {self.data} at "
+                             f"{scaled_width}x{scaled_height}, below {MIN_EVAL_SIDE} pixels a side; give --scale "
+                             f"{needed:g} or more")  # fmt: skip
+        return f"{scaled_width}x{scaled_height}"
 
     def trainer_config(self, variant: Variant, folder: Path):
         """The variant's trainer config for the scene, without viewer, with the bench's protocol and options."""
@@ -119,7 +148,9 @@ class NerfBench:
         rates = model.line_search.records[:, 3] if model.line_search is not None else torch.zeros(0)
         _, pipeline, _ = load_pipeline(config_path, test_mode="test")
         metrics = evaluate_views(pipeline, job.folder, max_views=self.eval_views)
+        cameras = pipeline.datamanager.eval_dataset.cameras
         result = {**metrics["mean"], "method": job.variant.preset, "options": dict(job.variant.options),
+                  "test_view_size": f"{int(cameras.width[0])}x{int(cameras.height[0])}",
                   "steps": config.max_num_iterations, "seconds_per_step": seconds / config.max_num_iterations,
                   "params_inr": sum(p.numel() for p in others), "params_filter": sum(p.numel() for p in filter_params),
                   "filter_lr_at_max": float((rates >= model.config.line_search.lr_max).float().mean())

@@ -216,6 +216,7 @@ def run_bench(
     columns: Sequence[tuple[str, str, str]],
     shard: str = "1/1",
     figure: Optional[Callable[[Path, list[dict]], None]] = None,
+    note: str = "",
 ) -> list[dict]:
     """Run this shard's unfinished jobs and write the results after each; returns the finished jobs' rows.
 
@@ -228,6 +229,7 @@ def run_bench(
         columns: ``(header, metrics key, format)`` of the table; the first is shown per input, all as means.
         shard: ``I/N``: run jobs I, I+N, I+2N, ... (1-based) of the grid.
         figure: Draws ``results.png`` (or other figures) in ``out`` from the rows.
+        note: A line for ``results.md`` under the table (e.g. the resolution evaluated).
     """
     index, count = parse_shard(shard)
     labels = [variant.label for variant in variants]
@@ -243,9 +245,9 @@ def run_bench(
             logger.info(f"job {number} of {len(todo)}: {job.variant.label} on {job.input}")
             run_job(job)
             if number < len(todo):
-                write_results(Path(out), jobs, columns, figure)
+                write_results(Path(out), jobs, columns, figure, note)
     finally:  # also after an interrupted job: the table covers every finished one
-        rows = write_results(Path(out), jobs, columns, figure)
+        rows = write_results(Path(out), jobs, columns, figure, note)
     return rows
 
 
@@ -267,6 +269,7 @@ def write_results(
     jobs: Sequence[Job],
     columns: Sequence[tuple[str, str, str]],
     figure: Optional[Callable[[Path, list[dict]], None]],
+    note: str = "",
 ) -> list[dict]:
     """``results.json`` (the finished jobs' metrics, without per-step histories) and ``results.md`` (a row per
     variant: the first column per input, every column's mean over its finished inputs)."""
@@ -293,7 +296,8 @@ def write_results(
             cells.append(format(sum(values) / len(values), column_form) if values else "")
         lines.append(f"| {label} | {' | '.join(cells)} | {len(mine)}/{len(inputs)} |")
     write_json(out / "results.json", rows)
-    write_text(out / "results.md", "\n".join(lines) + "\n\nA diverged job is marked with `(diverged)`.\n")
+    footer = f"{note}\n" if note else ""
+    write_text(out / "results.md", "\n".join(lines) + f"\n\n{footer}A diverged job is marked with `(diverged)`.\n")
     if figure is not None and rows:
         figure(out, rows)
     return rows

@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline
 from nerfstudio.utils import colormaps
+from nerfstudio.utils.rich_utils import CONSOLE
+from rich.progress import track
 
 from rff_field.common.outputs import save_image, write_json
 
@@ -39,7 +41,7 @@ def evaluate_views(
     if renders is not None:
         renders.mkdir(parents=True, exist_ok=True)
     views = []
-    for index in picks:
+    for index in track(picks, description="Rendering the test views", console=CONSOLE, transient=True):
         camera, batch = loader.get_camera(index)
         start = time.perf_counter()
         outputs = model.get_outputs_for_camera(camera=camera)

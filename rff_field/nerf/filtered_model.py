@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 import torch
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.utils import writer
-from nerfstudio.viewer.viewer_elements import ViewerNumber
+from nerfstudio.viewer.viewer_elements import ViewerText
 from torch import Tensor, nn
 from torch.nn import Parameter
 
@@ -62,8 +62,9 @@ class FilteredModelMixin:
         self.register_load_state_dict_post_hook(lambda module, keys: module.show_filter_lr())
         self.viewer_filter_lr = None
         if self.has_filter:
-            self.viewer_filter_lr = ViewerNumber(name="Filter LR", default_value=0.0, disabled=True,
-                                                 hint="The filter's learning rate at the last step")  # fmt: skip
+            # text: viser's number field shows at most 7 decimals, fixed by its first value
+            self.viewer_filter_lr = ViewerText(name="Filter LR", default_value="not trained yet", disabled=True,
+                                               hint="The filter's learning rate at the last step")  # fmt: skip
 
     def forward(self, ray_bundle):
         """nerfstudio's ``Model.forward``, with subnormal floats flushed as configured on the calling thread (the
@@ -74,7 +75,7 @@ class FilteredModelMixin:
     def show_filter_lr(self) -> None:
         """Show the rate of the last training step (or of a loaded checkpoint) in the viewer."""
         if self.viewer_filter_lr is not None:
-            self.viewer_filter_lr.value = float(f"{float(self.filter_lr):.6g}")
+            self.viewer_filter_lr.value = f"{float(self.filter_lr):.3g}"
 
     def split_filter_group(self, groups: Dict[str, List[Parameter]]) -> Dict[str, List[Parameter]]:
         """``groups`` with the filters' parameters moved from ``fields`` into ``filter`` (when there is a filter)."""

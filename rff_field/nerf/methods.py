@@ -11,14 +11,13 @@ from __future__ import annotations
 from typing import Optional
 
 from nerfstudio.configs.base_config import ViewerConfig
-from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.filter import FILTER_GROUP
-from rff_field.nerf.datamanager import SeededParallelDataManagerConfig
+from rff_field.nerf.datamanager import SeededParallelDataManagerConfig, SizedDataManagerConfig
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
@@ -70,7 +69,7 @@ def rff_nerf_config(lite: bool = False) -> RFFTrainerConfig:
         "rff-nerf",
         lite,
         RFFPipelineConfig(
-            datamanager=VanillaDataManagerConfig(
+            datamanager=SizedDataManagerConfig(
                 dataparser=BlenderDataParserConfig(), train_num_rays_per_batch=rays, eval_num_rays_per_batch=rays
             ),
             model=model,
@@ -101,8 +100,8 @@ def rff_nerfacto_config(lite: bool = False) -> RFFTrainerConfig:
             ],
             implementation="torch", eval_num_rays_per_chunk=4096, average_init_density=0.01,
         )  # fmt: skip
-        datamanager = VanillaDataManagerConfig(dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=512,
-                                               eval_num_rays_per_batch=512)  # fmt: skip
+        datamanager = SizedDataManagerConfig(dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=512,
+                                            eval_num_rays_per_batch=512)  # fmt: skip
     else:
         model = RFFNerfactoModelConfig(eval_num_rays_per_chunk=1 << 15, average_init_density=0.01)
         datamanager = SeededParallelDataManagerConfig(

@@ -18,14 +18,14 @@ from rff_field.nerf.trainer import RFFTrainer, RFFTrainerConfig
 
 def run_config(base: RFFTrainerConfig, data: Path, output_dir: Path, steps: int, experiment_name: Optional[str] = None):
     """A copy of a method's config ``base`` training ``steps`` steps on ``data``, written under ``output_dir``
-    (``experiment_name/method/timestamp``), without viewer (tensorboard logs), saving a checkpoint at the end only."""
+    (``experiment_name/method/timestamp``), without viewer (tensorboard logs; nerfstudio's step table with the time
+    left on the terminal), saving a checkpoint at the end only."""
     config = copy.deepcopy(base)
     config.data = config.pipeline.datamanager.data = Path(data)
     config.output_dir = Path(output_dir)
     config.experiment_name = experiment_name
     config.max_num_iterations = config.steps_per_save = steps
     config.vis = "tensorboard"
-    config.logging.local_writer.enable = False
     return config
 
 

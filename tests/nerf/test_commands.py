@@ -8,6 +8,8 @@ import json
 import pytest
 
 from rff_field.cli import demo, export_mesh, nerf_bench, scene
+from rff_field.cli.nerf_bench import MIN_EVAL_SIDE
+from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
 from tests import exit_status
 
 
@@ -26,22 +28,26 @@ def test_rff_scene_writes_both_layouts_with_the_view_counts_of_rff_demo(tmp_path
     assert len(json.loads((tmp_path / "c" / "transforms.json").read_text())["frames"]) == 10
 
 
-def test_rff_nerf_bench_trains_the_grid_once_skips_finished_variants_and_shards(scene, tmp_path, capsys):
+def test_rff_nerf_bench_trains_the_grid_once_skips_finished_variants_and_shards(tmp_path, capsys):
+    scene = write_blender_scene(tmp_path / "scene", SceneSpec(MIN_EVAL_SIDE, 6, 2, 2, supersample=1))
     small = (
         "num_coarse_samples=8,num_importance_samples=8,base_mlp_num_layers=2,skip_connections=,base_mlp_layer_width=16"
     )
-    args = ["--data", scene, "--out", tmp_path, "--steps", 2, "--scale", 1, "--device", "cpu", "--variants",
+    args = ["--data", scene, "--out", tmp_path / "bench", "--steps", 2, "--scale", 1, "--device", "cpu", "--variants",
             f"off:rff-nerf-lite,embedding.filtered=false,{small}", f"on:rff-nerf-lite,{small}"]  # fmt: skip
     assert run(nerf_bench.entrypoint, [*args, "--shard", "2/2"], capsys)[0] == 0
-    runs = tmp_path / "runs" / scene.name
+    runs = tmp_path / "bench" / "runs" / scene.name
     assert (runs / "on" / "metrics.json").is_file() and not (runs / "off").exists()
     first = (runs / "on" / "metrics.json").stat().st_mtime_ns
     assert run(nerf_bench.entrypoint, args, capsys)[0] == 0
     assert (runs / "on" / "metrics.json").stat().st_mtime_ns == first  # finished: skipped
-    rows = json.loads((tmp_path / "results.json").read_text())
+    rows = json.loads((tmp_path / "bench" / "results.json").read_text())
     assert {row["variant"] for row in rows} == {"off", "on"}
     assert {row["params_filter"] > 0 for row in rows} == {True, False}
-    assert "| on |" in (tmp_path / "results.md").read_text()
+    size = f"{MIN_EVAL_SIDE}x{MIN_EVAL_SIDE}"
+    assert {row["test_view_size"] for row in rows} == {size}
+    table = (tmp_path / "bench" / "results.md").read_text()
+    assert "| on |" in table and f"rendered at {size} pixels" in table
 
 
 def touched(path):
@@ -69,6 +75,7 @@ BAD_INPUT = [
     ),  # fmt: skip
     (export_mesh.entrypoint, lambda t, s: ["--load-config", t, "--min-component", 1], "--min-component"),
     (demo.entrypoint, lambda t, s: ["--output-dir", t, "--steps", 0], "--steps"),
+    (demo.entrypoint, lambda t, s: ["--output-dir", t, "--threads", 0], "--threads"),
     (demo.entrypoint, lambda t, s: ["--output-dir", s], "--output-dir"),  # a folder rff-demo did not write
     (
         demo.entrypoint,
@@ -76,12 +83,13 @@ BAD_INPUT = [
         "--embedding.num-frequencies",
     ),  # fmt: skip
     (nerf_bench.entrypoint, lambda t, s: ["--data", t / "missing"], "--data"),
+    (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--scale", 1], "--scale"),  # 16 px test views
     (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--shard", "3/2"], "--shard"),
     (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--variants", "vanilla-nerf"], "vanilla-nerf"),
     (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--variants", "rff-nerf-lite,widht=3"], "widht"),
     (
         nerf_bench.entrypoint,
-        lambda t, s: ["--data", s, "--out", t, "--variants", "rff-nerf-lite,embedding.filter_layers=0"],
+        lambda t, s: ["--data", s, "--out", t, "--scale", 2, "--variants", "rff-nerf-lite,embedding.filter_layers=0"],
         "filter-layers",
     ),  # fmt: skip
 ]

@@ -3,6 +3,9 @@ checkpointed and logged, loaded and evaluated on its test views without the view
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +16,7 @@ from rff_field.cli import export_mesh
 from rff_field.common.mesh import sample_grid
 from rff_field.nerf.evaluate import evaluate_views
 from rff_field.nerf.loading import load_pipeline
+from tests import exit_status
 from tests.nerf.conftest import LOG_EVERY, STEPS
 
 
@@ -36,12 +40,23 @@ def test_the_filter_rate_follows_the_rule_step_by_step_rather_than_staying_const
 def test_a_loaded_run_renders_and_scores_its_test_views_without_the_viewer(trained, tmp_path):
     config, pipeline, step = load_pipeline(trained["config_path"], test_mode="test")
     assert step == STEPS - 1 and not pipeline.model.training
+    shown = float(pipeline.model.viewer_filter_lr.value)  # the viewer's readout, at the rate's own magnitude
+    assert shown == pytest.approx(trained["rates"][-1], rel=1e-2) and shown > 0
     result = evaluate_views(pipeline, tmp_path)
     assert result["num_views"] == 2 and np.isfinite(result["mean"]["psnr"])
     for view in result["views"]:
         for kind in ("gt", "rgb", "depth"):
             assert (tmp_path / "renders" / f"{view['view']}_{kind}.png").is_file()
     assert (tmp_path / "metrics.json").is_file()
+
+
+def test_the_image_loaders_ask_for_no_more_workers_than_the_process_may_use_cpus(trained):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, pipeline, _ = load_pipeline(trained["config_path"], test_mode="test")
+    loaders = (pipeline.datamanager.train_image_dataloader, pipeline.datamanager.eval_image_dataloader)
+    assert max(loader.num_workers for loader in loaders) <= len(os.sched_getaffinity(0))
+    assert not [warning for warning in caught if "worker" in str(warning.message)]
 
 
 def crossing(field, low, high) -> float:
@@ -64,6 +79,18 @@ def test_export_mesh_meshes_the_region_the_cameras_look_at_and_prints_the_densit
         mesh = trimesh.load(out, process=False)
         assert len(mesh.faces) > 0 and mesh.visual.vertex_colors.shape == (len(mesh.vertices), 4)
         assert (mesh.vertices >= np.asarray(low) - 1e-5).all() and (mesh.vertices <= np.asarray(high) + 1e-5).all()
+
+
+def test_export_mesh_writes_beside_the_run_unless_given_a_path(trained, tmp_path, monkeypatch, capsys):
+    _, pipeline, _ = load_pipeline(trained["config_path"])
+    box = pipeline.model.scene_box.aabb.numpy()
+    threshold = crossing(pipeline.model.field_fine, box[0], box[1])
+    monkeypatch.chdir(tmp_path)
+    args = ["--load-config", str(trained["config_path"]), "--resolution", "16", "--threshold", str(threshold)]
+    assert exit_status(export_mesh.entrypoint, args) == 0
+    beside = trained["config_path"].parent / "mesh.ply"
+    assert beside.is_file() and list(tmp_path.iterdir()) == []
+    beside.unlink()
 
 
 def test_the_proposal_grids_faster_torch_path_computes_nerfstudios_encoding():
