@@ -129,11 +129,11 @@ SMALL = {
     "rff-demo": ["--steps", "300", "--image-size", "32", "--num-train-views", "10", "--num-test-views", "2",
                  "--mesh-resolution", "32", "--mesh-threshold", "1"],
     "rff-nerf-bench": ["--steps", "4"],
-    "rff-image fit": ["--iters", "5"],
-    "rff-image bench": ["--iters", "5", "--hidden-features", "16"],
-    "rff-sdf fit": ["--iters", "100", "--hidden-features", "16"],
+    "rff-image fit": ["--passes", "5"],
+    "rff-image bench": ["--passes", "5", "--hidden-features", "16"],
+    "rff-sdf fit": ["--steps", "100", "--hidden-features", "16"],
     "rff-sdf mesh": ["--resolution", "32"],
-    "rff-sdf bench": ["--iters", "5", "--hidden-features", "16"],
+    "rff-sdf bench": ["--steps", "5", "--hidden-features", "16"],
 }  # fmt: skip
 """Options set (replaced, or added: for ns-train after the method's name) so that a command runs in a minute at most:
 ns-train on the CPU without the viewer (which stays open after training until Ctrl-C); an SDF with a surface to

@@ -2,7 +2,7 @@
 iterations in turn (one warm-up round first), so that all see the same machine load; writes timing.json and
 timing.md (medians, and each variant's ratio to the first).
 
-    python benchmarks/image/timing.py --image kodim05.png --downsample 4 --hidden-features 64 \
+    python benchmarks/image/timing.py --image kodim05.png --resolution-scale 0.25 --hidden-features 64 \
         --variants mlp-pe filtered-pe siren --dest benchmarks/image
 """
 
@@ -22,7 +22,7 @@ from rff_field.common.outputs import write_json, write_text
 from rff_field.common.torch_state import seeded
 from rff_field.fit.bench import apply_variant, parse_variant
 from rff_field.fit.loop import train
-from rff_field.image.data import downsample, load_image
+from rff_field.image.data import downsample, downsample_factor, load_image
 from rff_field.image.fit import ImageFitConfig, PixelTask, method_lr
 from rff_field.inr.config import PRESETS, build_network, count_parameters
 
@@ -35,9 +35,10 @@ class Timing:
     """Folder for timing.json and timing.md."""
     variants: tuple[str, ...] = ("mlp-pe", "filtered-pe")
     """Variants as for rff-image bench; the first is the reference."""
-    downsample: int = 4
+    resolution_scale: float = 0.25
+    """The image's resolution as fitted (1/k, area downsampling)."""
     block: int = 30
-    """Iterations per variant and round."""
+    """Passes per variant and round."""
     rounds: int = 5
     """Counted rounds (one more warms up first)."""
     threads: int = 1
@@ -48,7 +49,7 @@ class Timing:
 def main(timing: Timing) -> None:
     torch.set_num_threads(timing.threads)
     pixels, name = load_image(timing.image)
-    pixels = downsample(pixels, timing.downsample)
+    pixels = downsample(pixels, downsample_factor(timing.resolution_scale))
     height, width, channels = pixels.shape
     variants = [parse_variant(text, PRESETS) for text in timing.variants]
     configs = {v.label: apply_variant(timing.config, v, PRESETS) for v in variants}
@@ -61,9 +62,8 @@ def main(timing: Timing) -> None:
                 model = build_network(config.network, 2, channels, sidelength=max(height, width)).to(device)
             params[label] = count_parameters(model)
             task = PixelTask(pixels, config.batch_size, config.train.seed, device)
-            run = replace(config.train, iters=timing.block, log_every=timing.block)
-            run = run.with_rates(method_lr(config.network))
-            history = train(model, task, run, progress=False, steps_per_iter=task.batches)
+            run = replace(config.train, log_every=timing.block).with_rates(method_lr(config.network))
+            history = train(model, task, run, timing.block, progress=False, steps_per_iter=task.batches)
             if round_ > 0:
                 seconds[label].append(history.seconds / history.steps)
     reference = statistics.median(seconds[variants[0].label])

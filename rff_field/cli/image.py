@@ -22,7 +22,7 @@ from rff_field.common.options import Flat, Values
 from rff_field.common.outputs import check_output_file, save_image
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.fit.bench import Job, apply_variant, parse_variant, run_bench
-from rff_field.image.data import downsample, load_image
+from rff_field.image.data import downsample, downsample_factor, load_image
 from rff_field.image.fit import RENDER_BYTES_PER_PIXEL, ImageFitConfig, fit_image, load_fit, render
 from rff_field.image.plots import plot_bench
 from rff_field.inr.config import PRESETS, network_label
@@ -35,38 +35,41 @@ RENDER_CHUNK = 65536
 @dataclass
 class Fit:
     """Fit one image; write comparison.png (ground truth, fit and error, with the PSNR), reconstruction.png,
-    curves.png, model.pt and metrics.json into --out.
+    curves.png, model.pt and metrics.json into --output-dir.
 
     Defaults follow the WIRE repository's image fitting (3 x 256 ReLU MLP on its PE bands, here filtered; Adam with
-    0.1**(t/T) decay; full batch up to 65,536 pixels; 2000 iterations). Without --image it fits scikit-image's
-    astronaut, downsampled x4. Stopped by Ctrl-C or --time-budget, the same command goes on from its checkpoint.
+    0.1**(t/T) decay; full batch up to 65,536 pixels; 2000 passes). Without --image it fits scikit-image's
+    astronaut at a quarter of its resolution. Stopped by Ctrl-C or --time-budget, the same command goes on from its
+    checkpoint.
     """
 
     image: Optional[Path] = None
     """Image file (PNG/JPEG; grayscale is fitted as one channel); default: scikit-image's astronaut."""
-    out: Optional[Path] = None
+    output_dir: Optional[Path] = None
     """Output folder (default: outputs/rff-image/<image>-<network>)."""
-    downsample: Optional[int] = None
-    """Area-downsampling factor (default: 1 for --image, 4 for the astronaut)."""
+    resolution_scale: Optional[float] = None
+    """The image's resolution as fitted, 1/k of the file's (area downsampling); default: 1 for --image, 0.25 for the
+    astronaut."""
     overwrite: bool = False
-    """Replace the fit already in --out."""
+    """Replace the fit already in --output-dir."""
     progress: bool = True
     """Show a progress bar."""
     config: Annotated[ImageFitConfig, Flat, Values] = field(default_factory=ImageFitConfig)
 
     def main(self) -> dict:
         """Fit, write the outputs and print a one-line summary; returns the metrics."""
-        check_fields(self, positive_int=("downsample",))
+        scale = self.resolution_scale if self.resolution_scale is not None else 1.0 if self.image else 0.25
+        factor = downsample_factor(scale)
         self.config.check()
         pixels, name = load_image(self.image)
-        pixels = downsample(pixels, self.downsample or (1 if self.image else 4))
-        out = self.out or Path("outputs/rff-image") / f"{name}-{network_label(self.config.network)}"
+        pixels = downsample(pixels, factor)
+        out = self.output_dir or Path("outputs/rff-image") / f"{name}-{network_label(self.config.network)}"
         metrics = fit_image(pixels, name, self.config, out, self.progress, self.overwrite)
         if metrics.get("diverged"):
             raise TrainingDiverged(f"{metrics['diverged']}; the outputs in {out} are marked diverged")
         ended = "stopped by --time-budget; the same command goes on" if metrics.get("stopped") else "done"
         print(f"{metrics['method']} on {name} ({metrics['width']}x{metrics['height']}): PSNR {metrics['psnr']:.2f} dB "
-              f"(best {metrics['best_psnr']:.2f}), {metrics['num_params']:,} parameters, {ended} -> {out}")  # fmt: skip
+              f"(best {metrics['best_psnr']:.2f}), {metrics['parameters']:,} parameters, {ended} -> {out}")  # fmt: skip
         return metrics
 
 
@@ -77,18 +80,18 @@ class Render:
 
     fit: Path
     """Folder of the finished fit (holds metrics.json and model.pt)."""
-    scale: float = 2.0
-    """Size of the grid as a multiple of the fitted image's."""
+    resolution_scale: float = 2.0
+    """The grid's resolution as a multiple of the fitted image's."""
     output_path: Optional[Path] = None
-    """The PNG to write; default: render-x<scale>.png in the fit's folder."""
+    """The PNG to write; default: render-x<resolution-scale>.png in the fit's folder."""
     overwrite: bool = False
     """Replace an existing --output-path."""
 
     def main(self) -> Path:
         """Render, write the PNG and print where; returns its path."""
-        check_fields(self, positive=("scale",))
+        check_fields(self, positive=("resolution_scale",))
         network, metrics = load_fit(self.fit)
-        out = self.output_path or self.fit / f"render-x{self.scale:g}.png"
+        out = self.output_path or self.fit / f"render-x{self.resolution_scale:g}.png"
         if out.suffix.lower() != ".png":
             raise UsageError(f"--output-path {out} must end in .png")
         check_output_file(out, "--output-path", self.overwrite)
@@ -97,8 +100,9 @@ class Render:
             return tuple(max(1, round(min(side * scale, 1e18))) for side in (metrics["height"], metrics["width"]))
 
         chunk = RENDER_CHUNK * bytes_per_sample(network, training=False)
-        check_memory("--scale", self.scale, lambda scale: chunk + RENDER_BYTES_PER_PIXEL * math.prod(grid(scale)))
-        height, width = grid(self.scale)
+        check_memory("--resolution-scale", self.resolution_scale,
+                     lambda scale: chunk + RENDER_BYTES_PER_PIXEL * math.prod(grid(scale)))  # fmt: skip
+        height, width = grid(self.resolution_scale)
         save_image(render(network, height, width, RENDER_CHUNK), out, self.overwrite)
         print(f"wrote {out} ({width}x{height}, {metrics['method']} fitted at {metrics['width']}x{metrics['height']})")
         return out
@@ -117,14 +121,14 @@ class Bench:
 
     images: Path
     """Folder of images (or one image file)."""
-    out: Path = Path("outputs/rff-image-bench")
+    output_dir: Path = Path("outputs/rff-image-bench")
     """Output folder."""
     variants: tuple[str, ...] = ("mlp-pe", "mlp-rff", "filtered-pe", "filtered-rff", "siren", "gauss", "wire", "sape")
     """The rows of the table."""
     names: tuple[str, ...] = ()
     """Images to use (file stems), in this order; default: every image in --images."""
-    downsample: int = 1
-    """Area-downsampling factor of every image."""
+    resolution_scale: float = 1.0
+    """Every image's resolution as fitted, 1/k of the file's (area downsampling)."""
     shard: str = "1/1"
     """I/N: run jobs I, I+N, I+2N, ... of the grid (1-based)."""
     progress: bool = True
@@ -133,7 +137,7 @@ class Bench:
 
     def main(self) -> list[dict]:
         """Run this shard's unfinished jobs; returns the finished jobs' rows."""
-        check_fields(self, positive_int=("downsample",))
+        factor = downsample_factor(self.resolution_scale)
         self.config.check()
         variants = [parse_variant(text, PRESETS) for text in self.variants]
         configs = {variant.label: apply_variant(self.config, variant, PRESETS) for variant in variants}  # checked
@@ -141,14 +145,14 @@ class Bench:
 
         def run_job(job: Job) -> None:
             pixels, _ = load_image(files[job.input], "--images")
-            fit_image(downsample(pixels, self.downsample), job.input, configs[job.variant.label], job.folder,
+            fit_image(downsample(pixels, factor), job.input, configs[job.variant.label], job.folder,
                       self.progress)  # fmt: skip
 
-        protocol = {"config": asdict(self.config), "downsample": self.downsample}
-        columns = [("PSNR", "psnr", ".2f"), ("SSIM", "ssim", ".4f"), ("parameters", "num_params", ".0f"),
+        protocol = {"config": asdict(self.config), "resolution_scale": self.resolution_scale}
+        columns = [("PSNR", "psnr", ".2f"), ("SSIM", "ssim", ".4f"), ("parameters", "parameters", ".0f"),
                    ("s/step", "seconds_per_step", ".4f")]  # fmt: skip
-        rows = run_bench(self.out, list(files), variants, run_job, protocol, columns, self.shard, plot_bench)
-        print(f"{len(rows)} of {len(files) * len(variants)} jobs finished -> {self.out / 'results.md'}")
+        rows = run_bench(self.output_dir, list(files), variants, run_job, protocol, columns, self.shard, plot_bench)
+        print(f"{len(rows)} of {len(files) * len(variants)} jobs finished -> {self.output_dir / 'results.md'}")
         return rows
 
     def image_files(self) -> dict[str, Path]:

@@ -34,15 +34,15 @@ class NerfBench:
 
     data: Path
     """The scene: a Blender-format folder (transforms_train.json) or a nerfstudio-data capture (transforms.json)."""
-    out: Path = Path("outputs/nerf-bench")
+    output_dir: Path = Path("outputs/nerf-bench")
     """Folder of the bench: runs/<scene>/<label>/ per variant, results.json, results.md."""
     variants: tuple[str, ...] = ("baseline:rff-nerf-lite,embedding.filtered=false", "filter:rff-nerf-lite")
     """Variants [LABEL:]METHOD[,key=value...]; the default: the filter off (the MLP+PE baseline) and on."""
     steps: int = 2000
     """Training steps of every variant."""
-    scale: float = 0.125
-    """camera-res-scale-factor of every variant (0.125: 100x100 for the 800x800 synthetic scenes; the test views
-    must come out at least 32 pixels a side)."""
+    resolution_scale: float = 0.125
+    """The resolution every variant trains and is evaluated at, a multiple of the scene's (ns-train's
+    camera-res-scale-factor; 0.125: 100x100 for 800x800 Blender scenes; test views at least 32 pixels a side)."""
     seed: int = 42
     """Training seed of every variant."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -54,7 +54,7 @@ class NerfBench:
 
     def main(self) -> list[dict]:
         """Run this shard's unfinished variants; returns the finished rows."""
-        check_fields(self, positive_int=("steps",), positive=("scale",))
+        check_fields(self, positive_int=("steps",), positive=("resolution_scale",))
         parse_shard(self.shard)
         if not self.data.is_dir():
             raise UsageError(f"--data {self.data} is not a folder; pass a scene folder")
@@ -65,15 +65,18 @@ class NerfBench:
         sizes = set()
         for variant in variants:  # unknown options and bad values stop here, before any training
             try:
-                config = self.trainer_config(variant, self.out)
+                config = self.trainer_config(variant, self.output_dir)
                 sizes.add(self.test_view_size(config))
                 config.prepare()
             except UsageError as err:
                 raise UsageError(f"variant {variant.label!r}: {err}") from None
-        protocol = {"data": str(self.data.resolve()), "steps": self.steps, "scale": self.scale, "seed": self.seed,
-                    "eval_views": self.eval_views}  # fmt: skip
-        note = f"Test views rendered at {', '.join(sorted(sizes))} pixels (--scale {self.scale:g})."
-        return run_bench(self.out, [self.data.name], variants, self.run_job, protocol, COLUMNS, self.shard, note=note)
+        protocol = {"data": str(self.data.resolve()), "steps": self.steps, "resolution_scale": self.resolution_scale,
+                    "seed": self.seed, "eval_views": self.eval_views}  # fmt: skip
+        note = (
+            f"Test views rendered at {', '.join(sorted(sizes))} pixels (--resolution-scale {self.resolution_scale:g})"
+        )
+        return run_bench(self.output_dir, [self.data.name], variants, self.run_job, protocol, COLUMNS, self.shard,
+                         note=note + ".")  # fmt: skip
 
     def test_view_size(self, config) -> str:
         """``WIDTHxHEIGHT`` of the config's test renders (the scene's test cameras scaled as nerfstudio scales them);
@@ -90,9 +93,9 @@ class NerfBench:
         scaled_width, scaled_height = int(cameras.width), int(cameras.height)
         if min(scaled_width, scaled_height) < MIN_EVAL_SIDE:
             needed = math.ceil(MIN_EVAL_SIDE / min(width, height) * 1000) / 1000
-            raise UsageError(f"--scale {scale:g} renders the {width}x{height} test views of {self.data} at "
-                             f"{scaled_width}x{scaled_height}, below {MIN_EVAL_SIDE} pixels a side; give --scale "
-                             f"{needed:g} or more")  # fmt: skip
+            raise UsageError(f"--resolution-scale {scale:g} renders the {width}x{height} test views of {self.data} "
+                             f"at {scaled_width}x{scaled_height}, below {MIN_EVAL_SIDE} pixels a side; give "
+                             f"--resolution-scale {needed:g} or more")  # fmt: skip
         return f"{scaled_width}x{scaled_height}"
 
     def trainer_config(self, variant: Variant, folder: Path):
@@ -108,7 +111,7 @@ class NerfBench:
                             self.steps, experiment_name=variant.label)  # fmt: skip
         blender = (self.data / "transforms_train.json").exists()
         config.pipeline.datamanager.dataparser = BlenderDataParserConfig() if blender else NerfstudioDataParserConfig()
-        config.pipeline.datamanager.camera_res_scale_factor = self.scale
+        config.pipeline.datamanager.camera_res_scale_factor = self.resolution_scale
         config.machine.seed, config.machine.device_type = self.seed, self.device
         config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
         for key, value in variant.options:
@@ -120,7 +123,7 @@ class NerfBench:
         job's folder is this run's alone meanwhile."""
         from rff_field.common.outputs import claimed_folder, clear_folder
 
-        with claimed_folder(job.folder, "--out"):
+        with claimed_folder(job.folder, "--output-dir"):
             clear_folder(job.folder)  # the bench's own files of an unfinished job
             self.train_and_evaluate(job)
 
@@ -128,8 +131,9 @@ class NerfBench:
         import torch
 
         from rff_field.common.outputs import write_json
-        from rff_field.core.filter import split_filter_parameters
+        from rff_field.inr.config import parameter_metrics
         from rff_field.nerf.evaluate import evaluate_views
+        from rff_field.nerf.filtered_model import FIELDS_GROUP
         from rff_field.nerf.loading import load_pipeline
         from rff_field.nerf.training import train_in_process
 
@@ -144,7 +148,6 @@ class NerfBench:
             return
         seconds = time.perf_counter() - trained["start"]  # the steps (and the last checkpoint), not the setup
         model = trained["model"]
-        filter_params, others = split_filter_parameters(model)
         rates = model.line_search.records[:, 3] if model.line_search is not None else torch.zeros(0)
         _, pipeline, _ = load_pipeline(config_path, test_mode="test")
         metrics = evaluate_views(pipeline, job.folder, max_views=self.eval_views)
@@ -152,7 +155,7 @@ class NerfBench:
         result = {**metrics["mean"], "method": job.variant.preset, "options": dict(job.variant.options),
                   "test_view_size": f"{int(cameras.width[0])}x{int(cameras.height[0])}",
                   "steps": config.max_num_iterations, "seconds_per_step": seconds / config.max_num_iterations,
-                  "params_inr": sum(p.numel() for p in others), "params_filter": sum(p.numel() for p in filter_params),
+                  **parameter_metrics(model), "inr_lr": config.optimizers[FIELDS_GROUP]["optimizer"].lr,
                   "filter_lr_at_max": float((rates >= model.config.line_search.lr_max).float().mean())
                   if len(rates) else None, "config": str(config_path)}  # fmt: skip
         write_json(job.folder / "metrics.json", result)

@@ -27,12 +27,12 @@ def generate(out: Path, spec, write, method: str) -> Path:
     """Check ``out`` and ``spec``, write the scene with a progress bar (removing what it wrote if it stops) and print
     the ``ns-train`` command for ``method``."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out} exists and is not an empty folder; choose a new one")
+        raise UsageError(f"--output-dir {out} exists and is not an empty folder; choose a new one")
     spec.check()
     check_view_counts(out, spec)
     existed = out.exists()
     try:
-        with claimed_folder(out, "--out"):
+        with claimed_folder(out, "--output-dir"):
             try:
                 write(out, spec, progress=True)
             except BaseException:  # Ctrl-C or an error: leave no half-written scene
@@ -72,12 +72,12 @@ class Blender:
     """Render the objects (a checkered slab, a cube with one colour per face, a striped cylinder, a sphere) in a void,
     as a Blender-format scene for the blender-data parser."""
 
-    out: Path
+    output_dir: Path
     """Folder to create (new or empty)."""
     spec: Annotated[SceneSpec, Flat] = field(default_factory=SceneSpec)
 
     def main(self) -> Path:
-        return generate(self.out, self.spec, write_blender_scene, "rff-nerf-lite")
+        return generate(self.output_dir, self.spec, write_blender_scene, "rff-nerf-lite")
 
 
 @dataclass
@@ -85,12 +85,12 @@ class Capture:
     """Render the objects on a textured ground plane reaching 12 units out, under a sky at infinity, from cameras
     around them, as a nerfstudio-data capture (transforms.json, images/) like those ns-process-data writes."""
 
-    out: Path
+    output_dir: Path
     """Folder to create (new or empty)."""
     spec: Annotated[CaptureSpec, Flat] = field(default_factory=CaptureSpec)
 
     def main(self) -> Path:
-        return generate(self.out, self.spec, write_nerfstudio_capture, "rff-nerfacto-lite")
+        return generate(self.output_dir, self.spec, write_nerfstudio_capture, "rff-nerfacto-lite")
 
 
 Command = Union[

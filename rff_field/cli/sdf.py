@@ -24,7 +24,7 @@ from rff_field.sdf.fit import SDFFitConfig
 class Fit:
     """Fit the SDF of one watertight mesh; write mesh.ply (marching cubes, in the mesh's own coordinates),
     render.png (the fit beside the mesh, from two sides), model.pt and metrics.json (Chamfer distance, normal
-    consistency and F-score in BACON's unit space, where the shape spans [-0.45, 0.45]) into --out.
+    consistency and F-score in BACON's unit space, where the shape spans [-0.45, 0.45]) into --output-dir.
 
     Defaults follow the BACON repository's SDF experiments (200,000 steps there, 2,000 here). Stopped by Ctrl-C or
     --time-budget, the same command goes on from its checkpoint.
@@ -32,12 +32,12 @@ class Fit:
 
     mesh: Optional[Path] = None
     """The shape: a watertight PLY, OBJ, OFF or STL mesh; default: a generated bumpy sphere."""
-    out: Path = Path("outputs/sdf")
+    output_dir: Path = Path("outputs/sdf")
     """Output folder."""
     fill_holes: bool = False
     """Close the mesh's holes (open3d's fill_holes) before checking that it is watertight."""
     overwrite: bool = False
-    """Replace the fit already in --out."""
+    """Replace the fit already in --output-dir."""
     progress: bool = True
     """Show progress bars."""
     config: Annotated[SDFFitConfig, Flat, Values] = field(default_factory=SDFFitConfig)
@@ -47,16 +47,16 @@ class Fit:
         from rff_field.sdf.fit import fit_shape
 
         self.config.check()
-        metrics = fit_shape(self.config, self.mesh, self.out, self.fill_holes, self.overwrite, self.progress)
+        metrics = fit_shape(self.config, self.mesh, self.output_dir, self.fill_holes, self.overwrite, self.progress)
         if metrics.get("diverged"):
-            raise TrainingDiverged(f"{metrics['diverged']}; {self.out / 'metrics.json'} is marked diverged")
+            raise TrainingDiverged(f"{metrics['diverged']}; {self.output_dir / 'metrics.json'} is marked diverged")
         if metrics.get("stopped"):
             print(f"{metrics['stopped']}; the same command goes on")
         elif metrics["chamfer"] is None:
-            print(f"{metrics['method']}: {metrics['steps']} steps, no surface at level 0 -> {self.out}")
+            print(f"{metrics['method']}: {metrics['steps']} steps, no surface at level 0 -> {self.output_dir}")
         else:
             print(f"{metrics['method']}: {metrics['steps']} steps, Chamfer {metrics['chamfer']:.3g}, F-score "
-                  f"{metrics['f_score']:.3f} -> {self.out}")  # fmt: skip
+                  f"{metrics['f_score']:.3f} -> {self.output_dir}")  # fmt: skip
         return metrics
 
 
@@ -116,7 +116,7 @@ class Bench:
 
     meshes: tuple[Path, ...] = ()
     """Watertight meshes (named by their file names); default: the generated bumpy sphere."""
-    out: Path = Path("outputs/sdf-bench")
+    output_dir: Path = Path("outputs/sdf-bench")
     """Output folder."""
     variants: tuple[str, ...] = ("mlp-pe", "mlp-rff", "filtered-pe", "filtered-rff", "siren", "gauss", "wire", "bacon")
     """The rows of the table."""
@@ -153,8 +153,8 @@ class Bench:
                     "fill_holes": self.fill_holes}  # fmt: skip
         columns = [("Chamfer", "chamfer", ".3g"), ("F-score", "f_score", ".3f"), ("parameters", "parameters", ".0f"),
                    ("s/step", "seconds_per_step", ".4f")]  # fmt: skip
-        rows = run_bench(self.out, list(meshes), variants, run_job, protocol, columns, self.shard)
-        print(f"{len(rows)} of {len(meshes) * len(variants)} jobs finished -> {self.out / 'results.md'}")
+        rows = run_bench(self.output_dir, list(meshes), variants, run_job, protocol, columns, self.shard)
+        print(f"{len(rows)} of {len(meshes) * len(variants)} jobs finished -> {self.output_dir / 'results.md'}")
         return rows
 
 

@@ -200,11 +200,11 @@ def check_fit_folder(out: Path, overwrite: bool, outputs: Sequence[str]) -> None
         return
     metrics = read_metrics(out)
     if metrics is not None and not metrics.get("stopped"):
-        raise UsageError(f"--out {out} already holds a fit; pass --overwrite or choose another --out")
+        raise UsageError(f"--output-dir {out} already holds a fit; pass --overwrite or choose another --output-dir")
     others = [path.name for pattern in outputs for path in out.glob(pattern)]
     if metrics is None and others and not (out / CHECKPOINT_FILE).exists():
-        raise UsageError(f"--out {out} holds {others[0]}, not of a fit in progress; pass --overwrite to replace it or "
-                         "choose another --out")  # fmt: skip
+        raise UsageError(f"--output-dir {out} holds {others[0]}, not of a fit in progress; pass --overwrite to replace "
+                         "it or choose another --output-dir")  # fmt: skip
 
 
 def run_bench(
@@ -256,7 +256,7 @@ def check_protocol(out: Path, protocol: Any) -> None:
     path, key = out / PROTOCOL_FILE, settings_key(protocol)
     if path.is_file() and settings_key(json.loads(path.read_text())) != key:
         raise UsageError(
-            f"{out} holds a bench run with other settings ({path}); choose another --out or run it "
+            f"{out} holds a bench run with other settings ({path}); choose another --output-dir or run it "
             "with the same options"
         )
     if not path.is_file():

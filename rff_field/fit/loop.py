@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import Tensor, nn
 
-from rff_field.common.machine import check_memory, resolve_device
+from rff_field.common.machine import resolve_device
 from rff_field.core.divergence import LastFiniteState, divergence_hints
 from rff_field.core.errors import TrainingDiverged, UsageError, check_fields
 from rff_field.core.filter import FILTER_GROUP, named_param_groups, split_filter_parameters
@@ -43,8 +43,6 @@ class TrainConfig:
     """The optimisation every fit shares: Adam, the INR's rate decaying log-linearly, the filter's set by the line
     search (or constant)."""
 
-    iters: int = 2000
-    """Iterations (for an image, passes over its pixels; for an SDF, steps)."""
     lr: Optional[float] = None
     """Initial learning rate of the INR (everything but the filter); default: the method's."""
     lr_final: Optional[float] = None
@@ -64,7 +62,8 @@ class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where to train: ``auto`` picks CUDA when available."""
     log_every: int = 50
-    """Iterations between progress updates and divergence checks (each reads the losses on the host)."""
+    """Passes (of an image fit) or steps (of an SDF fit) between progress updates and divergence checks (each reads
+    the losses on the host)."""
     time_budget: Optional[float] = None
     """Seconds of training (of this run) after which the fit stops at its next check, saves a checkpoint and writes
     its outputs marked stopped (the same command goes on)."""
@@ -73,7 +72,7 @@ class TrainConfig:
         """Raise :class:`UsageError` for options that cannot work."""
         check_fields(
             self,
-            positive_int=("iters", "log_every"),
+            positive_int=("log_every",),
             non_negative_int=("seed",),
             positive=("lr", "lr_final", "filter_lr", "time_budget"),
             non_negative=("grad_clip",),
@@ -202,12 +201,11 @@ class FitRun:
     per-step record and the checkpoint it resumes from and saves to."""
 
     def __init__(self, model: nn.Module, task: FitTask, config: TrainConfig, checkpoint: Optional[Path],
-                 settings: str, steps_per_iter: int) -> None:  # fmt: skip
+                 settings: str, iterations: int, steps_per_iter: int) -> None:  # fmt: skip
         assert config.lr is not None and config.lr_final is not None and config.filter_lr is not None, "with_rates()"
         self.model, self.task, self.config, self.checkpoint, self.settings = model, task, config, checkpoint, settings
-        self.steps_per_iter, self.steps = steps_per_iter, config.iters * steps_per_iter
+        self.iterations, self.steps_per_iter, self.steps = iterations, steps_per_iter, iterations * steps_per_iter
         device = next(model.parameters()).device
-        check_memory("--iters", config.iters, lambda iters: HISTORY_BYTES_PER_STEP * iters * steps_per_iter, device)
         self.optimizer = torch.optim.Adam(
             named_param_groups(model, config.lr, config.filter_lr), amsgrad=config.amsgrad
         )
@@ -231,7 +229,8 @@ class FitRun:
     def decay(self, step: int) -> float:
         """The INR's schedule: log-linear from ``lr`` to ``lr_final`` over the iterations."""
         config = self.config
-        return (config.lr_final / config.lr) ** (min(step // self.steps_per_iter, config.iters) / config.iters)
+        progress = min(step // self.steps_per_iter, self.iterations) / self.iterations
+        return (config.lr_final / config.lr) ** progress
 
     def resume(self) -> None:
         """Go on from the checkpoint when there is one written with the same settings."""
@@ -305,6 +304,7 @@ def train(
     model: nn.Module,
     task: FitTask,
     config: TrainConfig,
+    iterations: int,
     checkpoint: Optional[Path] = None,
     settings: str = "",
     description: str = "fit",
@@ -317,6 +317,7 @@ def train(
         model: The network; its filters (found by type) form the optimizer group ``filter``.
         task: The loss of each step.
         config: The optimisation, its rates resolved (:meth:`TrainConfig.with_rates`) and checked.
+        iterations: How long to train: passes over an image, steps of an SDF fit.
         checkpoint: A file to resume from and to save to: every few minutes, on Ctrl-C/SIGTERM, at the time budget
             and at the end of training (so that an interrupted measurement does not train again).
         settings: What the checkpoint must have been written with (:func:`~rff_field.fit.checkpoint.settings_key`).
@@ -329,7 +330,7 @@ def train(
         FitInterrupted: At the end of the step during which Ctrl-C or SIGTERM came, after saving the checkpoint.
         UsageError: If ``checkpoint`` holds a fit with other settings.
     """
-    run = FitRun(model, task, config, checkpoint, settings, steps_per_iter)
+    run = FitRun(model, task, config, checkpoint, settings, iterations, steps_per_iter)
     run.resume()
     steps, check_every = run.steps, config.log_every * steps_per_iter
     diverged = stopped = None

@@ -115,12 +115,23 @@ def check_pixels(pixels: Tensor, name: str) -> None:
         raise UsageError(f"the pixels of {name} are not all finite (NaN or infinity)")
 
 
+def downsample_factor(resolution_scale: float, option: str = "--resolution-scale") -> int:
+    """The integer area-downsampling factor ``k`` of a resolution scale ``1/k``; raises :class:`UsageError` naming
+    ``option`` for any other value."""
+    valid = isinstance(resolution_scale, (int, float)) and 1e-9 < resolution_scale <= 1
+    factor = round(1 / resolution_scale) if valid else 0
+    if factor < 1 or abs(factor * resolution_scale - 1) > 1e-9:
+        raise UsageError(f"{option} {resolution_scale:g}: an image is fitted at 1/k of its resolution for an integer "
+                         "k (1, 0.5, 0.25, ...)")  # fmt: skip
+    return factor
+
+
 def downsample(pixels: Float[Tensor, "H W C"], factor: int) -> Float[Tensor, "h w C"]:
     """Area resampling by an integer factor: each output pixel is the mean of the input pixels it covers."""
     height, width = pixels.shape[0] // factor, pixels.shape[1] // factor
     if min(height, width) < MIN_SIDE:
-        raise UsageError(f"--downsample {factor} leaves under {MIN_SIDE}x{MIN_SIDE} of a {pixels.shape[1]}x"
-                         f"{pixels.shape[0]} image; use a smaller factor")  # fmt: skip
+        raise UsageError(f"--resolution-scale {1 / factor:g} leaves under {MIN_SIDE}x{MIN_SIDE} of a {pixels.shape[1]}x"
+                         f"{pixels.shape[0]} image; use a larger one")  # fmt: skip
     if factor == 1:
         return pixels
     chw = pixels.permute(2, 0, 1)[None]

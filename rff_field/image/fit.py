@@ -23,14 +23,13 @@ from rff_field.common.torch_state import seeded
 from rff_field.common.trained import WEIGHTS_FILE, config_from_dict, load_trained_network
 from rff_field.core.embedding import EmbeddingConfig, warn_if_aliased
 from rff_field.core.errors import check_fields
-from rff_field.core.filter import split_filter_parameters
 from rff_field.fit.bench import check_fit_folder
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
-from rff_field.fit.loop import FitTask, TrainConfig, train
+from rff_field.fit.loop import HISTORY_BYTES_PER_STEP, FitTask, TrainConfig, train
 from rff_field.image.data import check_pixels, pixel_coordinates
 from rff_field.image.metrics import image_metrics, psnr_from_mse
 from rff_field.image.plots import plot_comparison, plot_curves
-from rff_field.inr.config import NetworkConfig, build_network, count_parameters, network_label
+from rff_field.inr.config import NetworkConfig, build_network, count_parameters, network_label, parameter_metrics
 
 DEFAULT_LR = {"wire": 5e-3}
 """Learning rates of the WIRE repository; every other method uses 1e-3."""
@@ -61,6 +60,8 @@ class ImageFitConfig:
     """The coordinate network."""
     train: Annotated[TrainConfig, Flat] = field(default_factory=TrainConfig)
     """The optimisation."""
+    passes: int = 2000
+    """Passes over the image's pixels (each one optimizer step per batch)."""
     batch_size: int = 65536
     """Pixels per optimizer step: full batch up to this many, shuffled mini-batches beyond."""
     lpips: bool = True
@@ -72,7 +73,7 @@ class ImageFitConfig:
         """Raise :class:`UsageError` for options that cannot work (before any data is read)."""
         self.network.check()
         self.train.check()
-        check_fields(self, positive_int=("batch_size",), positive=("error_vmax",))
+        check_fields(self, positive_int=("passes", "batch_size"), positive=("error_vmax",))
 
 
 class PixelTask(FitTask):
@@ -145,7 +146,9 @@ def fit_image(
         lambda batch: state + FIT_BYTES_PER_PIXEL * height * width + per_sample * min(batch, height * width),
         device,
     )
-    with claimed_folder(out, "--out"):
+    batches = math.ceil(height * width / min(config.batch_size, height * width))
+    check_memory("--passes", config.passes, lambda passes: HISTORY_BYTES_PER_STEP * passes * batches, device)
+    with claimed_folder(out, "--output-dir"):
         check_fit_folder(out, overwrite, OUTPUTS)
         return _fit(model, pixels, name, config, Path(out), progress)
 
@@ -154,12 +157,12 @@ def _fit(model: nn.Module, pixels: Tensor, name: str, config: ImageFitConfig, ou
     height, width, channels = pixels.shape
     device = next(model.parameters()).device
     if hasattr(model, "configure"):  # SAPE paces its progression over the run
-        model.configure(config.train.iters)
+        model.configure(config.passes)
     task = PixelTask(pixels.float(), config.batch_size, config.train.seed, device)
     # The INR's rate is scaled by the batch (WIRE repository); the filter's and the line search's bounds are not.
     train_config = config.train.with_rates(method_lr(config.network), min(1.0, config.batch_size / (height * width)))
     label = network_label(config.network)
-    history = train(model, task, train_config, checkpoint=out / CHECKPOINT_FILE,
+    history = train(model, task, train_config, config.passes, checkpoint=out / CHECKPOINT_FILE,
                     settings=settings_key(asdict(config), content_digest(pixels)), description=f"{name} {label}",
                     progress=progress, steps_per_iter=task.batches)  # fmt: skip
 
@@ -169,13 +172,13 @@ def _fit(model: nn.Module, pixels: Tensor, name: str, config: ImageFitConfig, ou
     reconstruction = render(model, height, width, config.batch_size)
     quality = image_metrics(reconstruction, pixels.float(), with_lpips=config.lpips)
     finite = [(p, i) for i, p in enumerate(psnrs) if not math.isnan(p)]
-    best_psnr, best_iter = max(finite + [(quality["psnr"], len(psnrs))])
-    num_params = count_parameters(model)
+    best_psnr, best_pass = max(finite + [(quality["psnr"], len(psnrs))])
+    counts = parameter_metrics(model)
     metrics = {
         "method": label, "image": name, "height": height, "width": width, "channels": channels,
-        "iters": history.steps // task.batches, **quality, "best_psnr": best_psnr, "best_iter": best_iter,
-        "num_params": num_params, "num_filter_params": sum(p.numel() for p in split_filter_parameters(model)[0]),
-        "params_per_value": num_params / (height * width * channels), "inr_lr": train_config.lr, "device": str(device),
+        "passes": history.steps // task.batches, **quality, "best_psnr": best_psnr, "best_pass": best_pass, **counts,
+        "parameters_per_value": counts["parameters"] / (height * width * channels), "inr_lr": train_config.lr,
+        "device": str(device),
         "machine": machine_description(device), "config": asdict(config), "psnr_history": psnrs,
         **history.metrics(), **(model.summary() if hasattr(model, "summary") else {}),
     }  # fmt: skip

@@ -15,6 +15,7 @@ from torch import nn
 from rff_field.common.machine import check_memory
 from rff_field.core.embedding import DEFAULT_NUM_FREQUENCIES, EmbeddingConfig
 from rff_field.core.errors import UsageError, check_fields
+from rff_field.core.filter import split_filter_parameters
 from rff_field.inr.bacon import Bacon, BaconSchedule, default_schedule
 from rff_field.inr.gauss import Gauss
 from rff_field.inr.mlp import FourierFeatureMLP
@@ -180,3 +181,9 @@ def network_label(config: NetworkConfig) -> str:
 def count_parameters(module: nn.Module) -> int:
     """Trainable real parameters (a complex parameter counts twice)."""
     return sum(p.numel() * (2 if p.is_complex() else 1) for p in module.parameters() if p.requires_grad)
+
+
+def parameter_metrics(module: nn.Module) -> dict[str, int]:
+    """The result files' ``parameters`` (all trainable) and ``filter_parameters`` (the filters' share)."""
+    return {"parameters": count_parameters(module),
+            "filter_parameters": sum(p.numel() for p in split_filter_parameters(module)[0])}  # fmt: skip

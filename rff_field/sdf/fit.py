@@ -27,12 +27,11 @@ from rff_field.common.torch_state import seeded
 from rff_field.common.trained import WEIGHTS_FILE, config_from_dict, load_trained_network
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.errors import UsageError, check_fields
-from rff_field.core.filter import split_filter_parameters
 from rff_field.fit.bench import check_fit_folder
 from rff_field.fit.checkpoint import CHECKPOINT_FILE, content_digest, settings_key
-from rff_field.fit.loop import FitTask, TrainConfig, train
+from rff_field.fit.loop import HISTORY_BYTES_PER_STEP, FitTask, TrainConfig, train
 from rff_field.inr.bacon import Bacon
-from rff_field.inr.config import NetworkConfig, build_network, count_parameters, network_label
+from rff_field.inr.config import NetworkConfig, build_network, count_parameters, network_label, parameter_metrics
 from rff_field.sdf.data import Normalization, ShapeSampler, load_shape
 from rff_field.sdf.metrics import shape_metrics
 from rff_field.sdf.render import render_mesh, save_panels
@@ -97,6 +96,8 @@ class SDFFitConfig:
     """The coordinate network."""
     train: Annotated[SDFTrainConfig, Flat] = field(default_factory=SDFTrainConfig)
     """The optimisation."""
+    steps: int = 2000
+    """Optimizer steps."""
     points_per_step: int = 10_000
     """Samples a step: half coarse (Laplace scale 0.1 around the surface), half fine (1e-3)."""
     resolution: int = 128
@@ -108,7 +109,7 @@ class SDFFitConfig:
             raise UsageError("--method sape is an image method; choose mlp, siren, gauss, wire or bacon")
         self.network.resolved().check()
         self.train.check()
-        check_fields(self, positive_int=("points_per_step",))
+        check_fields(self, positive_int=("steps", "points_per_step"))
         if self.points_per_step < 2:
             raise UsageError(f"--points-per-step must be at least 2, got {self.points_per_step}")
         check_resolution(self.resolution)
@@ -171,7 +172,8 @@ def fit_shape(
     per_point = SAMPLE_BYTES_PER_POINT + bytes_per_sample(network)
     state = TRAINING_BYTES_PER_PARAMETER * count_parameters(network)
     check_memory("--points-per-step", config.points_per_step, lambda points: state + per_point * points, device)
-    with claimed_folder(out, "--out"):
+    check_memory("--steps", config.steps, lambda steps: HISTORY_BYTES_PER_STEP * steps, device)
+    with claimed_folder(out, "--output-dir"):
         check_fit_folder(out, overwrite, (*OUTPUTS, "mesh-*.ply"))
         return _fit(config, network, network_config, truth, normalization, mesh, Path(out), progress)
 
@@ -183,13 +185,12 @@ def _fit(config: SDFFitConfig, network: nn.Module, network_config: NetworkConfig
     task = SDFTask(ShapeSampler(truth, COARSE_SCALE, FINE_SCALE, config.train.seed), config.points_per_step, device)
     label = network_label(network_config)
     train_config = config.train.with_rates(DEFAULT_LR.get(network_config.method, 1e-3))
-    history = train(network, task, train_config, checkpoint=out / CHECKPOINT_FILE,
+    history = train(network, task, train_config, config.steps, checkpoint=out / CHECKPOINT_FILE,
                     settings=settings_key(asdict(config), content_digest(truth.vertices, truth.faces)),
                     description=f"{name} {label}", progress=progress)  # fmt: skip
     metrics = {
-        "method": label, "mesh": str(mesh or "generated"), "lr": train_config.lr, "resolution": config.resolution,
-        "parameters": count_parameters(network),
-        "filter_parameters": sum(p.numel() for p in split_filter_parameters(network)[0]),
+        "method": label, "mesh": str(mesh or "generated"), "inr_lr": train_config.lr, "resolution": config.resolution,
+        **parameter_metrics(network),
         "device": str(device), "machine": machine_description(device), "config": asdict(config),
         "network": asdict(network_config), "normalization": asdict(normalization), **history.metrics(),
     }  # fmt: skip

@@ -22,7 +22,7 @@ def folder(tmp_path_factory):
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(root / "images/a.png")
     (root / "not-an-image.png").write_text("no pixels here")
     Image.fromarray(np.full((12, 12), np.nan, np.float32)).save(root / "nan.tif")
-    entrypoint(["fit", "--image", str(root / "images/a.png"), "--out", str(root / "fit"), "--iters", "1",
+    entrypoint(["fit", "--image", str(root / "images/a.png"), "--output-dir", str(root / "fit"), "--passes", "1",
                 "--no-progress", "--lpips", "False", "--hidden-features", "8"])  # fmt: skip
     return root
 
@@ -31,9 +31,9 @@ FIT = [
     "fit",
     "--image",
     "{root}/images/a.png",
-    "--out",
+    "--output-dir",
     "{root}/new",
-    "--iters",
+    "--passes",
     "2",
     "--no-progress",
     "--lpips",
@@ -43,9 +43,9 @@ BENCH = [
     "bench",
     "--images",
     "{root}/images",
-    "--out",
+    "--output-dir",
     "{root}/bench",
-    "--iters",
+    "--passes",
     "1",
     "--no-progress",
     "--lpips",
@@ -54,25 +54,34 @@ BENCH = [
 CASES = [
     (["fit", "--image", "{root}/missing.png"], 2, "missing.png"),
     (["fit", "--image", "{root}/not-an-image.png"], 2, "not-an-image.png"),
-    ([*FIT, "--iters", "0"], 2, "--iters"),
-    ([*FIT, "--downsample", "0"], 2, "--downsample"),
-    ([*FIT, "--downsample", "8"], 2, "--downsample"),
+    ([*FIT, "--passes", "0"], 2, "--passes"),
+    ([*FIT, "--resolution-scale", "0"], 2, "--resolution-scale"),
+    ([*FIT, "--resolution-scale", "0.3"], 2, "--resolution-scale"),  # not 1/k
+    ([*FIT, "--resolution-scale", "0.125"], 2, "--resolution-scale"),  # under 3 pixels a side
     ([*FIT, "--batch-size", "0"], 2, "--batch-size"),
     ([*FIT, "--lr", "1e-3", "--lr-final", "1"], 2, "--lr-final"),
     ([*FIT, "--line-search.lr-max", "-1"], 2, "--line-search.lr-max"),
     ([*FIT, "--embedding.num-frequencies", "0"], 2, "--embedding.num-frequencies"),
     ([*FIT, "--method", "nope"], 2, "--method"),
     ([*FIT, "--device", "gpu"], 2, "--device"),
-    ([*FIT, "--out", "{root}/fit"], 2, "--out"),
-    (["fit", "--image", "{root}/nan.tif", "--out", "{root}/new"], 2, "nan.tif"),  # a data error, not a divergence
-    ([*FIT, "--iters", "1000000", "--out", "{root}/not-an-image.png"], 2, "--out"),  # refused before training
-    ([*FIT, "--iters", "1000000", "--out", "{root}/not-an-image.png/fit"], 2, "--out"),
-    ([*FIT, "--iters", str(10**15)], 2, "--iters"),  # its record of the steps would not fit in memory
+    ([*FIT, "--output-dir", "{root}/fit"], 2, "--output-dir"),
+    (
+        ["fit", "--image", "{root}/nan.tif", "--output-dir", "{root}/new"],
+        2,
+        "nan.tif",
+    ),  # a data error, not a divergence
+    (
+        [*FIT, "--passes", "1000000", "--output-dir", "{root}/not-an-image.png"],
+        2,
+        "--output-dir",
+    ),  # refused before training
+    ([*FIT, "--passes", "1000000", "--output-dir", "{root}/not-an-image.png/fit"], 2, "--output-dir"),
+    ([*FIT, "--passes", str(10**15)], 2, "--passes"),  # its record of the steps would not fit in memory
     (["render", "--fit", "{root}/fit", "--output-path", "{root}/images"], 2, "--output-path"),  # a folder
-    ([*FIT, "--lr", "1e30", "--log-every", "1", "--out", "{root}/diverged"], 3, "--lr"),
+    ([*FIT, "--lr", "1e30", "--log-every", "1", "--output-dir", "{root}/diverged"], 3, "--lr"),
     (["render", "--fit", "{root}/nowhere"], 2, "nowhere"),
-    (["render", "--fit", "{root}/fit", "--scale", "0"], 2, "--scale"),
-    (["render", "--fit", "{root}/fit", "--scale", "1e5"], 2, "--scale"),
+    (["render", "--fit", "{root}/fit", "--resolution-scale", "0"], 2, "--resolution-scale"),
+    (["render", "--fit", "{root}/fit", "--resolution-scale", "1e5"], 2, "--resolution-scale"),
     (["render", "--fit", "{root}/fit", "--output-path", "{root}/render.jpg"], 2, "--output-path"),
     (["bench", "--images", "{root}/missing"], 2, "--images"),
     ([*BENCH, "--names", "b"], 2, "--images"),
@@ -100,7 +109,7 @@ def test_a_finished_fit_is_not_replaced_unasked_whatever_state_its_metrics_are_i
     shutil.copytree(folder / "fit", out)
     (out / "metrics.json").write_text('{"method": "filtered-pe", "psnr"')  # damaged, e.g. by a full disk
     weights = (out / "model.pt").read_bytes()
-    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--out", str(out), *FIT[5:]]
+    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--output-dir", str(out), *FIT[5:]]
     assert exit_status(entrypoint, args) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "metrics.json" in error[0] and (out / "model.pt").read_bytes() == weights
@@ -108,11 +117,16 @@ def test_a_finished_fit_is_not_replaced_unasked_whatever_state_its_metrics_are_i
 
 
 def test_a_second_fit_into_the_folder_of_a_running_one_is_refused(folder, tmp_path, capsys):
-    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--out", str(tmp_path), *FIT[5:]]
-    with claimed_folder(tmp_path, "--out"):  # as a fit running in another process holds it
+    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--output-dir", str(tmp_path), *FIT[5:]]
+    with claimed_folder(tmp_path, "--output-dir"):  # as a fit running in another process holds it
         assert exit_status(entrypoint, args) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "--out" in error[0] and "in use" in error[0] and not (tmp_path / "metrics.json").exists()
+    assert (
+        len(error) == 1
+        and "--output-dir" in error[0]
+        and "in use" in error[0]
+        and not (tmp_path / "metrics.json").exists()
+    )
     assert exit_status(entrypoint, args) == 0
 
 
@@ -121,7 +135,7 @@ def test_an_error_while_writing_ends_in_one_line_naming_the_file(folder, tmp_pat
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(torch, "save", disk_full)
-    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--out", str(tmp_path / "fit"), *FIT[5:]]
+    args = [arg.format(root=folder) for arg in FIT[:3]] + ["--output-dir", str(tmp_path / "fit"), *FIT[5:]]
     assert exit_status(entrypoint, args) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "checkpoint.pt" in error[0] and "No space left" in error[0]

@@ -41,8 +41,8 @@ def test_partial_files_of_dead_processes_are_removed_and_those_of_live_ones_kept
 def test_an_output_folder_that_is_a_file_or_under_one_is_refused_naming_the_option(where, tmp_path):
     (tmp_path / "file").write_text("a user's file")
     folder = tmp_path / "file" / ("sub" if where == "under a file" else "")
-    with pytest.raises(UsageError, match="--out"):
-        with claimed_folder(folder, "--out"):
+    with pytest.raises(UsageError, match="--output-dir"):
+        with claimed_folder(folder, "--output-dir"):
             pass
     with pytest.raises(UsageError, match="--output-path"):
         check_output_file(folder / "mesh.ply", "--output-path", overwrite=True)
@@ -52,26 +52,28 @@ def test_an_output_folder_that_is_a_file_or_under_one_is_refused_naming_the_opti
 def test_a_second_run_into_a_claimed_folder_is_refused_and_the_claim_ends_with_its_process(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from rff_field.common.outputs import claimed_folder\n"
-         "with claimed_folder(sys.argv[1], '--out'):\n    print('held', flush=True); time.sleep(600)", tmp_path],
+         "with claimed_folder(sys.argv[1], '--output-dir'):\n    print('held', flush=True); time.sleep(600)", tmp_path],
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(UsageError, match=f"--out {tmp_path} is in use by another run \\(process {holder.pid}\\)"):
-            with claimed_folder(tmp_path, "--out"):
+        with pytest.raises(
+            UsageError, match=f"--output-dir {tmp_path} is in use by another run \\(process {holder.pid}\\)"
+        ):
+            with claimed_folder(tmp_path, "--output-dir"):
                 pass
     finally:
         holder.send_signal(signal.SIGKILL)  # no cleanup of its own: the system releases the lock
         holder.wait()
-    with claimed_folder(tmp_path, "--out"):
+    with claimed_folder(tmp_path, "--output-dir"):
         assert (tmp_path / LOCK_FILE).exists()
     assert not (tmp_path / LOCK_FILE).exists()
 
 
 def test_the_claim_holds_within_one_process(tmp_path):
     start = time.monotonic()
-    with claimed_folder(tmp_path, "--out"), pytest.raises(UsageError, match="in use"):
-        with claimed_folder(tmp_path, "--out"):
+    with claimed_folder(tmp_path, "--output-dir"), pytest.raises(UsageError, match="in use"):
+        with claimed_folder(tmp_path, "--output-dir"):
             pass
     assert time.monotonic() - start < 5  # refused at once, not waited for
 

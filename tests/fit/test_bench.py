@@ -36,10 +36,12 @@ def finished(out: Path) -> int:
     return len(list(out.glob("runs/*/*/metrics.json")))
 
 
-SMALL = ["--variants", *VARIANTS, "--iters", "600", "--log-every", "50", "--hidden-features", "16", "--no-progress"]
+SMALL = ["--variants", *VARIANTS, "--log-every", "50", "--hidden-features", "16", "--no-progress"]
 COMMANDS = {
-    "image": ["--lpips", "False"],
+    "image": ["--passes", "600", "--lpips", "False"],
     "sdf": [
+        "--steps",
+        "600",
         "--hidden-layers",
         "1",
         "--embedding.num-frequencies",
@@ -56,7 +58,7 @@ COMMANDS = {
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_killed_bench_leaves_no_process_and_its_rerun_finishes_the_table(command, tmp_path):
     out = tmp_path / "bench"
-    args = ["bench", "--out", str(out), *SMALL, *COMMANDS[command]]
+    args = ["bench", "--output-dir", str(out), *SMALL, *COMMANDS[command]]
     if command == "image":
         images = tmp_path / "images"
         images.mkdir()

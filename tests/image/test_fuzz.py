@@ -97,11 +97,11 @@ def test_the_reader_gives_the_right_pixels_or_refuses_naming_the_file(factor):
 
 
 FIT_OPTIONS = {
-    "--iters": st.one_of(st.integers(1, 3), INTEGERS),
+    "--passes": st.one_of(st.integers(1, 3), INTEGERS),
     "--lr": st.one_of(st.sampled_from([1e-3, 1e30]), NUMBERS),
     "--lr-final": NUMBERS,
     "--batch-size": st.one_of(st.integers(1, 50), INTEGERS),
-    "--downsample": st.one_of(st.integers(1, 3), INTEGERS),
+    "--resolution-scale": st.one_of(st.sampled_from([1.0, 0.5, 1 / 3, 0.3, 2.0]), NUMBERS),
     "--hidden-features": st.one_of(st.integers(1, 8), INTEGERS),
     "--hidden-layers": st.one_of(st.integers(0, 2), INTEGERS),
     "--method": st.sampled_from(["mlp", "siren", "gauss", "wire", "sape", "bacon", "nope"]),
@@ -127,7 +127,7 @@ def spelled(value) -> str:
 
 
 def fit_args(image: Path, out: Path, options: dict) -> list:
-    args = ["fit", "--image", image, "--out", out, "--no-progress", "--lpips", "False"]
+    args = ["fit", "--image", image, "--output-dir", out, "--no-progress", "--lpips", "False"]
     for option, value in options.items():
         args += [option, spelled(value)]
     return args
@@ -138,7 +138,7 @@ def finished_fit(tmp_path_factory):
     """A small image and a finished fit of it."""
     folder = tmp_path_factory.mktemp("fuzz-image")
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (8, 8, 3)).astype(np.uint8)).save(folder / "a.png")
-    code, err = command(entrypoint, fit_args(folder / "a.png", folder / "fit", {"--iters": 2, "--hidden-features": 8}))
+    code, err = command(entrypoint, fit_args(folder / "a.png", folder / "fit", {"--passes": 2, "--hidden-features": 8}))
     assert code == 0, err
     return folder
 
@@ -174,9 +174,9 @@ def test_fit_keeps_the_contract(factor, finished_fit):
         overwrite=st.booleans(),
     )
     def check(image, options, out_state, overwrite):
-        options = {"--iters": 2, "--hidden-features": 8, **options}
-        if isinstance(options["--iters"], int) and 0 < options["--iters"] < 10**6:
-            options["--iters"] = min(options["--iters"], 3)  # a valid fit stays short
+        options = {"--passes": 2, "--hidden-features": 8, **options}
+        if isinstance(options["--passes"], int) and 0 < options["--passes"] < 10**6:
+            options["--passes"] = min(options["--passes"], 3)  # a valid fit stays short
         with tempfile.TemporaryDirectory() as folder:
             folder = Path(folder)
             path, expected = write_image(image, folder)
@@ -189,10 +189,11 @@ def test_fit_keeps_the_contract(factor, finished_fit):
                 assert out_state not in ("a file", "under a file", "a damaged fit") or overwrite
                 assert out_state != "a finished fit" or overwrite
                 metrics = json.loads((out / "metrics.json").read_text())
-                height, width = (side // int(options.get("--downsample", 1)) for side in expected.shape[:2])
+                factor = round(1 / float(options.get("--resolution-scale", 1)))
+                height, width = (side // factor for side in expected.shape[:2])
                 assert (metrics["height"], metrics["width"]) == (height, width) and np.isfinite(expected).all()
                 assert Image.open(out / "reconstruction.png").size == (width, height)
-                assert metrics.get("stopped") or metrics["iters"] == options["--iters"]
+                assert metrics.get("stopped") or metrics["passes"] == options["--passes"]
 
             finite = bool(np.isfinite(expected).all()) and image["damage"] is None
             named = [*options_given(args), *options_of(entrypoint, "fit")]
@@ -220,7 +221,7 @@ def test_render_keeps_the_contract(factor, finished_fit):
             if output == "existing":
                 path = folder / "taken.png"
                 path.write_bytes(b"a user's picture")
-            args = ["render", "--fit", finished_fit / "fit", "--scale", number_text(scale)]
+            args = ["render", "--fit", finished_fit / "fit", "--resolution-scale", number_text(scale)]
             args += ["--output-path", path] if path is not None else []
             args += ["--overwrite"] if overwrite else []
             written = path or finished_fit / "fit" / f"render-x{scale:g}.png"
@@ -242,7 +243,7 @@ VARIANT_TEXT = st.one_of(
     st.builds(lambda label, preset, items: f"{label}{preset}{''.join(items)}",
               st.sampled_from(["", "x:", "a b:", ":", "é:"]),
               st.sampled_from(["mlp-pe", "filtered-pe", "siren", "wire", "sape", "gauss", "nope", ""]),
-              st.lists(st.sampled_from([",hidden_features=4", ",hidden_features=0", ",iters=1", ",zzz=1", ",x",
+              st.lists(st.sampled_from([",hidden_features=4", ",hidden_features=0", ",passes=1", ",zzz=1", ",x",
                                         ",line_search.enabled=maybe", ",embedding.num_frequencies=2", ",=3",
                                         ",hidden_layers=-1", ",lr=nan", ",method=siren"]), max_size=3)),
     st.text(max_size=12),
@@ -263,9 +264,9 @@ def test_bench_keeps_the_contract(factor, finished_fit):
                 "bench",
                 "--images",
                 finished_fit,
-                "--out",
+                "--output-dir",
                 Path(folder) / "bench",
-                "--iters",
+                "--passes",
                 "1",
                 "--no-progress",
                 "--lpips",

@@ -20,11 +20,11 @@ def run(entrypoint, args, capsys) -> tuple[int, str]:
 
 def test_rff_scene_writes_both_layouts_with_the_view_counts_of_rff_demo(tmp_path, capsys):
     args = ["--image-size", 8, "--supersample", 1]
-    run(scene.entrypoint, ["blender", "--out", tmp_path / "b", "--num-train-views", 3, "--num-test-views", 2, *args],
-        capsys)  # fmt: skip
+    blender = ["blender", "--output-dir", tmp_path / "b", "--num-train-views", 3, "--num-test-views", 2, *args]
+    run(scene.entrypoint, blender, capsys)
     assert len(json.loads((tmp_path / "b" / "transforms_train.json").read_text())["frames"]) == 3
     assert len(list((tmp_path / "b" / "test").glob("*.png"))) == 2
-    run(scene.entrypoint, ["capture", "--out", tmp_path / "c", "--num-views", 10, *args], capsys)
+    run(scene.entrypoint, ["capture", "--output-dir", tmp_path / "c", "--num-views", 10, *args], capsys)
     assert len(json.loads((tmp_path / "c" / "transforms.json").read_text())["frames"]) == 10
 
 
@@ -33,8 +33,9 @@ def test_rff_nerf_bench_trains_the_grid_once_skips_finished_variants_and_shards(
     small = (
         "num_coarse_samples=8,num_importance_samples=8,base_mlp_num_layers=2,skip_connections=,base_mlp_layer_width=16"
     )
-    args = ["--data", scene, "--out", tmp_path / "bench", "--steps", 2, "--scale", 1, "--device", "cpu", "--variants",
-            f"off:rff-nerf-lite,embedding.filtered=false,{small}", f"on:rff-nerf-lite,{small}"]  # fmt: skip
+    variants = [f"off:rff-nerf-lite,embedding.filtered=false,{small}", f"on:rff-nerf-lite,{small}"]
+    args = ["--data", scene, "--output-dir", tmp_path / "bench", "--steps", 2, "--resolution-scale", 1,
+            "--device", "cpu", "--variants", *variants]  # fmt: skip
     assert run(nerf_bench.entrypoint, [*args, "--shard", "2/2"], capsys)[0] == 0
     runs = tmp_path / "bench" / "runs" / scene.name
     assert (runs / "on" / "metrics.json").is_file() and not (runs / "off").exists()
@@ -43,7 +44,7 @@ def test_rff_nerf_bench_trains_the_grid_once_skips_finished_variants_and_shards(
     assert (runs / "on" / "metrics.json").stat().st_mtime_ns == first  # finished: skipped
     rows = json.loads((tmp_path / "bench" / "results.json").read_text())
     assert {row["variant"] for row in rows} == {"off", "on"}
-    assert {row["params_filter"] > 0 for row in rows} == {True, False}
+    assert {row["filter_parameters"] > 0 for row in rows} == {True, False}
     size = f"{MIN_EVAL_SIDE}x{MIN_EVAL_SIDE}"
     assert {row["test_view_size"] for row in rows} == {size}
     table = (tmp_path / "bench" / "results.md").read_text()
@@ -56,11 +57,11 @@ def touched(path):
 
 
 BAD_INPUT = [
-    (scene.entrypoint, lambda t, s: ["blender", "--out", s], "--out"),  # a folder with files
-    (scene.entrypoint, lambda t, s: ["blender", "--out", t / "x", "--image-size", 4], "--image-size"),
-    (scene.entrypoint, lambda t, s: ["blender", "--out", t / "x", "--num-train-views", 0], "--num-train-views"),
-    (scene.entrypoint, lambda t, s: ["capture", "--out", t / "x", "--num-views", 5], "--num-views"),
-    (scene.entrypoint, lambda t, s: ["capture", "--out", t / "x", "--distance-min", 0], "--distance-min"),
+    (scene.entrypoint, lambda t, s: ["blender", "--output-dir", s], "--output-dir"),  # a folder with files
+    (scene.entrypoint, lambda t, s: ["blender", "--output-dir", t / "x", "--image-size", 4], "--image-size"),
+    (scene.entrypoint, lambda t, s: ["blender", "--output-dir", t / "x", "--num-train-views", 0], "--num-train-views"),
+    (scene.entrypoint, lambda t, s: ["capture", "--output-dir", t / "x", "--num-views", 5], "--num-views"),
+    (scene.entrypoint, lambda t, s: ["capture", "--output-dir", t / "x", "--distance-min", 0], "--distance-min"),
     (export_mesh.entrypoint, lambda t, s: ["--load-config", t / "missing.yml"], "--load-config"),
     (export_mesh.entrypoint, lambda t, s: ["--load-config", s / "transforms_train.json"], "--load-config"),
     (export_mesh.entrypoint, lambda t, s: ["--load-config", t, "--threshold", 0], "--threshold"),
@@ -83,13 +84,34 @@ BAD_INPUT = [
         "--embedding.num-frequencies",
     ),  # fmt: skip
     (nerf_bench.entrypoint, lambda t, s: ["--data", t / "missing"], "--data"),
-    (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--scale", 1], "--scale"),  # 16 px test views
-    (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--shard", "3/2"], "--shard"),
-    (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--variants", "vanilla-nerf"], "vanilla-nerf"),
-    (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--out", t, "--variants", "rff-nerf-lite,widht=3"], "widht"),
     (
         nerf_bench.entrypoint,
-        lambda t, s: ["--data", s, "--out", t, "--scale", 2, "--variants", "rff-nerf-lite,embedding.filter_layers=0"],
+        lambda t, s: ["--data", s, "--output-dir", t, "--resolution-scale", 1],
+        "--resolution-scale",
+    ),  # 16 px test views
+    (nerf_bench.entrypoint, lambda t, s: ["--data", s, "--output-dir", t, "--shard", "3/2"], "--shard"),
+    (
+        nerf_bench.entrypoint,
+        lambda t, s: ["--data", s, "--output-dir", t, "--variants", "vanilla-nerf"],
+        "vanilla-nerf",
+    ),
+    (
+        nerf_bench.entrypoint,
+        lambda t, s: ["--data", s, "--output-dir", t, "--variants", "rff-nerf-lite,widht=3"],
+        "widht",
+    ),
+    (
+        nerf_bench.entrypoint,
+        lambda t, s: [
+            "--data",
+            s,
+            "--output-dir",
+            t,
+            "--resolution-scale",
+            2,
+            "--variants",
+            "rff-nerf-lite,embedding.filter_layers=0",
+        ],
         "filter-layers",
     ),  # fmt: skip
 ]

@@ -209,7 +209,7 @@ def test_scene_keeps_the_contract(factor):
                 out.mkdir()
                 (out / "notes.txt").write_text("a user's notes")
             count = "--num-train-views" if layout == "blender" else "--num-views"
-            args = [layout, "--out", out, "--image-size", size, count, views, "--supersample", supersample]
+            args = [layout, "--output-dir", out, "--image-size", size, count, views, "--supersample", supersample]
             if layout == "capture":
                 args += ["--distance-min", number_text(distances[0]), "--distance-max", number_text(distances[1])]
             code, err = command(scene.entrypoint, args)
@@ -307,8 +307,8 @@ def test_nerf_bench_refuses_bad_options_before_any_training(factor, scene):
         with tempfile.TemporaryDirectory() as folder:
             (Path(folder) / "file").write_text("a user's file")
             path = {"scene": scene, "missing": Path(folder) / "none", "a file": Path(folder) / "file"}[data]
-            args = ["--data", path, "--out", Path(folder) / "bench", "--steps", steps, "--scale", number_text(scale),
-                    "--shard", shard, "--device", "cpu", "--variants", *variants]  # fmt: skip
+            args = ["--data", path, "--output-dir", Path(folder) / "bench", "--steps", steps, "--resolution-scale",
+                    number_text(scale), "--shard", shard, "--device", "cpu", "--variants", *variants]  # fmt: skip
             code, err = command(nerf_bench.entrypoint, args)
             assert code == 2
             assert_contract(code, err, [*options_given(args), "variant ", *options_of(nerf_bench.entrypoint)])

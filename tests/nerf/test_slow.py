@@ -26,7 +26,7 @@ needs_chair = pytest.mark.skipif(not CHAIR.is_dir(), reason="the NeRF synthetic 
 
 
 def test_a_capture_trained_without_flags_meshes_its_objects_in_its_own_coordinates_without_flags(tmp_path):
-    scene.entrypoint(["capture", "--out", str(tmp_path / "capture")])
+    scene.entrypoint(["capture", "--output-dir", str(tmp_path / "capture")])
     done = ns_command("ns-train", "rff-nerfacto-lite", "--data", str(tmp_path / "capture"), "--max-num-iterations",
                       "600", "--vis", "tensorboard", "--output-dir", str(tmp_path / "outputs"),
                       timeout=3600)  # fmt: skip

@@ -33,7 +33,7 @@ def ellipsoid(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fitted(ellipsoid, tmp_path_factory):
     out = tmp_path_factory.mktemp("fits") / "ellipsoid"
-    entrypoint(["fit", "--mesh", str(ellipsoid), "--out", str(out), "--iters", "300", *SMALL])
+    entrypoint(["fit", "--mesh", str(ellipsoid), "--output-dir", str(out), "--steps", "300", *SMALL])
     return out
 
 
@@ -52,7 +52,7 @@ def test_fit_meshes_the_shape_where_the_input_mesh_is(fitted, ellipsoid):
 
 def test_a_diverged_fit_stops_and_is_not_meshed(tmp_path, capsys):
     out = tmp_path / "fit"
-    code, err = run(["fit", "--out", out, "--iters", "20", "--log-every", "5", "--lr", "1e30", *SMALL], capsys)
+    code, err = run(["fit", "--output-dir", out, "--steps", "20", "--log-every", "5", "--lr", "1e30", *SMALL], capsys)
     assert code == 3 and "diverged" in err and len(err.strip().splitlines()) == 1
     assert json.loads((out / "metrics.json").read_text())["diverged"] and not (out / "mesh.ply").exists()
     code, err = run(["mesh", "--fit", out], capsys)
@@ -62,7 +62,7 @@ def test_a_diverged_fit_stops_and_is_not_meshed(tmp_path, capsys):
 
 def test_bench_runs_each_variant_on_each_shape(tmp_path, capsys):
     variants = ["mlp-pe", "small-bacon:bacon,hidden_layers=2"]  # BACON: the loss averages its outputs
-    code, _ = run(["bench", "--out", tmp_path, "--variants", *variants, "--iters", "10", *SMALL], capsys)
+    code, _ = run(["bench", "--output-dir", tmp_path, "--variants", *variants, "--steps", "10", *SMALL], capsys)
     rows = json.loads((tmp_path / "results.json").read_text())
     assert code == 0 and [row["variant"] for row in rows] == ["mlp-pe", "small-bacon"]
     assert all(row["input"] == "generated" and row["steps"] == 10 and "chamfer" in row for row in rows)
@@ -70,12 +70,12 @@ def test_bench_runs_each_variant_on_each_shape(tmp_path, capsys):
 
 
 def test_a_stopped_fit_goes_on_to_the_uninterrupted_result(tmp_path, capsys, caplog):
-    args = ["--iters", "40", "--log-every", "10", "--resolution", "16", *SMALL]
-    run(["fit", "--out", tmp_path / "whole", *args], capsys)
-    run(["fit", "--out", tmp_path / "parts", "--time-budget", "1e-9", *args], capsys)  # stops at the first check
+    args = ["--steps", "40", "--log-every", "10", "--resolution", "16", *SMALL]
+    run(["fit", "--output-dir", tmp_path / "whole", *args], capsys)
+    run(["fit", "--output-dir", tmp_path / "parts", "--time-budget", "1e-9", *args], capsys)  # stops at the first check
     assert json.loads((tmp_path / "parts" / "metrics.json").read_text())["stopped"]
     assert run(["mesh", "--fit", tmp_path / "parts"], capsys)[0] == 2  # not finished: nothing to mesh
-    code, _ = run(["fit", "--out", tmp_path / "parts", *args], capsys)
+    code, _ = run(["fit", "--output-dir", tmp_path / "parts", *args], capsys)
     whole, parts = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("whole", "parts"))
     assert code == 0 and "resuming at step 10" in caplog.text and parts["resumed_at"] == [10]
     assert parts["loss_history"] == whole["loss_history"] and parts["chamfer"] == whole["chamfer"]
@@ -119,9 +119,9 @@ BAD_INPUT = [
     (["fit", "--mesh", "BAD/open.ply"], "--fill-holes"),
     (["fit", "--mesh", "BAD/nan.ply", "--fill-holes"], "nan.ply has non-finite vertex"),  # not dropped and filled
     (["fit", "--mesh", "BAD/degenerate.ply", "--fill-holes"], "degenerate.ply has 1 degenerate"),
-    (["fit", "--out", "BAD/taken.ply"], "--out"),  # a file
+    (["fit", "--output-dir", "BAD/taken.ply"], "--output-dir"),  # a file
     (["fit", "--points-per-step", str(10**13)], "--points-per-step"),
-    (["fit", "--iters", "0"], "--iters"),
+    (["fit", "--steps", "0"], "--steps"),
     (["fit", "--resolution", "4"], "--resolution"),
     (["fit", "--points-per-step", "1"], "--points-per-step"),
     (["fit", "--lr", "1e-5"], "--lr-final"),
@@ -132,8 +132,8 @@ BAD_INPUT = [
     (["fit", "--method", "sape"], "--method"),
     (["fit", "--method", "filtered-pe"], "--method"),
     (["fit", "--pe-bands", "loglinear"], "--pe-bands"),
-    (["fit", "--out", "FIT"], "--overwrite"),
-    (["fit", "--out", "FIT", "--overwrite", "--mesh", "BAD/open.ply"], "--fill-holes"),  # FIT is kept
+    (["fit", "--output-dir", "FIT"], "--overwrite"),
+    (["fit", "--output-dir", "FIT", "--overwrite", "--mesh", "BAD/open.ply"], "--fill-holes"),  # FIT is kept
     (["mesh", "--fit", "BAD/empty"], "empty"),
     (["mesh", "--fit", "FIT", "--resolution", "4"], "--resolution"),
     (["mesh", "--fit", "FIT", "--resolution", "3000"], "the largest that fits is"),  # about 400 GiB
@@ -150,8 +150,8 @@ BAD_INPUT = [
 @pytest.mark.parametrize("args, named", BAD_INPUT, ids=[" ".join(args) for args, _ in BAD_INPUT])
 def test_bad_input_is_refused_in_one_line_naming_it(args, named, bad_files, fitted, tmp_path, capsys):
     args = [arg.replace("BAD", str(bad_files)).replace("FIT", str(fitted)) for arg in args]
-    if args[0] != "mesh" and "--out" not in args:
-        args += ["--out", tmp_path / "out"]
+    if args[0] != "mesh" and "--output-dir" not in args:
+        args += ["--output-dir", tmp_path / "out"]
     before = sorted(path.name for path in fitted.iterdir())
     code, err = run(args, capsys)
     assert code == 2 and named in err, err

@@ -86,7 +86,7 @@ def test_the_reader_reads_a_shape_as_it_is_or_refuses_naming_the_file(factor):
 
 
 FIT_OPTIONS = {
-    "--iters": st.one_of(st.integers(1, 2), INTEGERS),
+    "--steps": st.one_of(st.integers(1, 2), INTEGERS),
     "--lr": NUMBERS,
     "--points-per-step": st.one_of(st.integers(2, 64), INTEGERS),
     "--resolution": st.one_of(st.integers(8, 12), INTEGERS),
@@ -98,7 +98,7 @@ FIT_OPTIONS = {
     "--grad-clip": NUMBERS,
     "--log-every": st.one_of(st.integers(1, 2), INTEGERS),
 }
-SMALL = {"--iters": 1, "--points-per-step": 16, "--resolution": 8, "--hidden-features": 4, "--hidden-layers": 1,
+SMALL = {"--steps": 1, "--points-per-step": 16, "--resolution": 8, "--hidden-features": 4, "--hidden-layers": 1,
          "--embedding.num-frequencies": 2}  # fmt: skip
 
 
@@ -109,7 +109,7 @@ def spelled(value) -> str:
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fuzz-sdf")
-    args = ["fit", "--out", folder / "fit", "--device", "cpu", "--no-progress"]
+    args = ["fit", "--output-dir", folder / "fit", "--device", "cpu", "--no-progress"]
     code, err = command(entrypoint, args + [arg for item in SMALL.items() for arg in map(str, item)])
     assert code == 0, err
     return folder / "fit"
@@ -128,7 +128,7 @@ def test_fit_keeps_the_contract(factor, fitted):
     )
     def check(mesh, options, out_state, fill_holes):
         options = {**SMALL, **options}
-        for option in ("--iters", "--points-per-step", "--resolution"):  # a valid fit stays short
+        for option in ("--steps", "--points-per-step", "--resolution"):  # a valid fit stays short
             if isinstance(options[option], int) and SMALL[option] < options[option] < 10**5:
                 options[option] = SMALL[option]
         with tempfile.TemporaryDirectory() as folder:
@@ -140,7 +140,7 @@ def test_fit_keeps_the_contract(factor, fitted):
                 import shutil
 
                 shutil.copytree(fitted, out)
-            args = ["fit", "--out", out, "--device", "cpu", "--no-progress"]
+            args = ["fit", "--output-dir", out, "--device", "cpu", "--no-progress"]
             args += ["--mesh", write_mesh(mesh, folder)[0]] if mesh is not None else []
             args += ["--fill-holes"] if fill_holes else []
             args += [arg for option, value in options.items() for arg in (option, spelled(value))]
@@ -149,7 +149,7 @@ def test_fit_keeps_the_contract(factor, fitted):
             def correct():
                 assert out_state == "new"
                 metrics = json.loads((out / "metrics.json").read_text())
-                assert metrics["steps"] == options["--iters"] and (metrics["chamfer"] is None) == (
+                assert metrics["steps"] == options["--steps"] and (metrics["chamfer"] is None) == (
                     not (out / "mesh.ply").exists()
                 )
 
@@ -210,7 +210,7 @@ def test_bench_keeps_the_contract(factor):
             paths = [write_mesh(spec, Path(folder))[0] for spec in meshes]
             args = [
                 "bench",
-                "--out",
+                "--output-dir",
                 Path(folder) / "bench",
                 "--device",
                 "cpu",
