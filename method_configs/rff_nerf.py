@@ -1,5 +1,4 @@
-"""``rff-nerf`` and ``rff-nerf-lite``: vanilla NeRF with a filtered Fourier embedding and a line-searched filter
-rate."""
+"""``rff-nerf`` and ``rff-nerf-lite``: vanilla NeRF with a filtered Fourier embedding and a line-searched filter lr."""
 
 from nerfstudio.plugins.types import MethodSpecification
 

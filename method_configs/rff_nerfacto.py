@@ -1,5 +1,4 @@
-"""``rff-nerfacto`` and ``rff-nerfacto-lite``: nerfacto with a filtered Fourier feature field in place of its hash
-grid."""
+"""``rff-nerfacto`` and ``rff-nerfacto-lite``: nerfacto with a filtered Fourier feature field for its hash grid."""
 
 from nerfstudio.plugins.types import MethodSpecification
 

@@ -1,11 +1,5 @@
-"""What every console script shares: tyro parsing, one-line errors and exit statuses, notices on stderr.
-
-A command is a dataclass with a ``main()`` (or a Union of them as subcommands). :func:`run_command` parses the
-command line with tyro and runs it: a :class:`~rff_field.core.errors.UsageError` prints one line and exits with 2,
-:class:`~rff_field.core.errors.TrainingDiverged` with 3, Ctrl-C with 130; an ``OSError`` (a file that cannot be read or
-written) prints one line naming the file and exits with 2. The package reports notices through
-``logging`` (logger ``rff_field``); a command prints them as one line each on stderr.
-"""
+"""What every console script shares: tyro parsing, one-line errors with their exit statuses (a usage or file error 2,
+a divergence 3, Ctrl-C 130), and the package's log notices (logger ``rff_field``) as lines on stderr."""
 
 from __future__ import annotations
 
@@ -43,8 +37,8 @@ def show_notices(prog: str) -> None:
 
 
 def run_command(prog: str, command_type: Any, description: str, args: Optional[Sequence[str]] = None) -> Any:
-    """Parse ``args`` (default: ``sys.argv[1:]``) into ``command_type`` and return its ``main()``; exit with a
-    one-line message on a usage error or an ``OSError`` (2), a diverged training (3) or Ctrl-C (130)."""
+    """Parse ``args`` (default: ``sys.argv[1:]``) into ``command_type`` (a dataclass with ``main()``, or a Union of
+    them as subcommands) and return its ``main()``; an error exits with one line and its status."""
     show_notices(prog)
     try:
         command = tyro.cli(command_type, args=args, description=description, prog=prog)

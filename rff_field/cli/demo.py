@@ -24,8 +24,7 @@ MARKER = ".rff-demo"
 
 @dataclass
 class Demo:
-    """Generate a small synthetic scene (Blender format), train rff-nerf-lite on it, evaluate it on the test views,
-    export a coloured mesh and print where everything is: 4 minutes of CPU time with the defaults."""
+    """Synthetic scene, rff-nerf-lite training, test-view evaluation and coloured mesh, in one folder."""
 
     output_dir: Path = Path("demo_output")
     """Folder for the scene, the run, the evaluation and the mesh (new, empty, or an earlier demo's)."""
@@ -50,8 +49,7 @@ class Demo:
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     """Where to train and render (auto: CUDA when there is one)."""
     threads: int = 1
-    """torch's CPU threads (on a machine with few cores, or one that other programs share, more mostly wait on each
-    other)."""
+    """torch's CPU threads (on a small or shared machine, more mostly wait on each other)."""
     seed: int = 42
     """Seed of the training (the scene's poses use seed 0)."""
 

@@ -1,11 +1,4 @@
-"""``rff-image``: fit coordinate networks to images, render them, and compare them.
-
-Subcommands:
-    fit     one network on one image: comparison.png (ground truth, fit and error), reconstruction.png,
-            curves.png, model.pt and metrics.json
-    render  a finished fit on a finer (or coarser) pixel grid: a PNG
-    bench   variants x images, one folder per job: results.json, results.md and results.png
-"""
+"""``rff-image``: fit coordinate networks to images, render a fit on another pixel grid, and compare networks."""
 
 from __future__ import annotations
 
@@ -34,22 +27,15 @@ RENDER_CHUNK = 65536
 
 @dataclass
 class Fit:
-    """Fit one image; write comparison.png (ground truth, fit and error, with the PSNR), reconstruction.png,
-    curves.png, model.pt and metrics.json into --output-dir.
-
-    Defaults follow the WIRE repository's image fitting (3 x 256 ReLU MLP on its PE bands, here filtered; Adam with
-    0.1**(t/T) decay; full batch up to 65,536 pixels; 2000 passes). Without --image it fits scikit-image's
-    astronaut at a quarter of its resolution. Stopped by Ctrl-C or --time-budget, the same command goes on from its
-    checkpoint.
-    """
+    """Fit one image (defaults: the WIRE repository's image fitting, filtered); write comparison.png,
+    reconstruction.png, curves.png, model.pt and metrics.json. After Ctrl-C or --time-budget, rerun to go on."""
 
     image: Optional[Path] = None
     """Image file (PNG/JPEG; grayscale is fitted as one channel); default: scikit-image's astronaut."""
     output_dir: Optional[Path] = None
     """Output folder (default: outputs/rff-image/<image>-<network>)."""
     resolution_scale: Optional[float] = None
-    """The image's resolution as fitted, 1/k of the file's (area downsampling); default: 1 for --image, 0.25 for the
-    astronaut."""
+    """Fitted resolution, 1/k of the file's (area downsampling); default: 1 for --image, 0.25 for the astronaut."""
     overwrite: bool = False
     """Replace the fit already in --output-dir."""
     progress: bool = True
@@ -75,8 +61,7 @@ class Fit:
 
 @dataclass
 class Render:
-    """Render a finished fit's network (its model.pt) on a pixel grid of another size: the same [-1, 1] square as the
-    fitted image, e.g. twice as fine; writes a PNG."""
+    """Render a finished fit's network on a pixel grid of another size over the fitted image's square, as a PNG."""
 
     fit: Path
     """Folder of the finished fit (holds metrics.json and model.pt)."""
@@ -110,14 +95,9 @@ class Render:
 
 @dataclass
 class Bench:
-    """Fit every variant to every image of a folder; write runs/<image>/<variant>/ (a fit's outputs) and
-    results.json, results.md and results.png over the finished jobs.
-
-    A variant is [LABEL:]PRESET[,key=value...]: a preset (mlp-pe, mlp-rff, filtered-pe, filtered-rff, siren, gauss,
-    wire, sape) and options by their dotted names, e.g. wide:filtered-pe,hidden_features=512 or
-    fixed:filtered-pe,line_search.enabled=false. Rerunning the command skips finished jobs and resumes an unfinished
-    one from its checkpoint; --shard I/N runs every N-th job, for separate processes.
-    """
+    """Fit every variant to every image; write runs/<image>/<variant>/ and results.json, results.md, results.png.
+    A variant is [LABEL:]PRESET[,key=value...]: a preset of --variants' default and options by dotted name, e.g.
+    wide:filtered-pe,hidden_features=512. A rerun skips finished jobs and resumes an unfinished one."""
 
     images: Path
     """Folder of images (or one image file)."""

@@ -1,12 +1,6 @@
-"""``rff-nerf-bench``: variants of the NeRF methods trained on one scene, each evaluated on its test views, in one
-results table (``results.json``, ``results.md``).
-
-A variant is ``[LABEL:]METHOD[,key=value...]``: one of this package's methods and options of its trainer config by
-dotted path or an unambiguous tail (``embedding.filtered=false``, ``base_mlp_layer_width=140``,
-``optimizers.fields.optimizer.lr=1e-3``). Each variant trains in this process, one after another, into
-``OUT/runs/<scene>/<label>/``; a rerun skips the finished ones, and ``--shard I/N`` runs every N-th in a process of
-its own.
-"""
+"""``rff-nerf-bench``: variants of the NeRF methods trained on one scene, one after another, and evaluated on its test
+views, in one table (results.json, results.md). A variant is ``[LABEL:]METHOD[,key=value...]``: trainer options by
+dotted path or unambiguous tail (``embedding.filtered=false``); a rerun skips the finished variants."""
 
 from __future__ import annotations
 
@@ -41,8 +35,7 @@ class NerfBench:
     steps: int = 2000
     """Training steps of every variant."""
     resolution_scale: float = 0.125
-    """The resolution every variant trains and is evaluated at, a multiple of the scene's (ns-train's
-    camera-res-scale-factor; 0.125: 100x100 for 800x800 Blender scenes; test views at least 32 pixels a side)."""
+    """Training and test resolution, a multiple of the scene's (camera-res-scale-factor; test views >= 32 pixels)."""
     seed: int = 42
     """Training seed of every variant."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -79,8 +72,7 @@ class NerfBench:
                          note=note + ".")  # fmt: skip
 
     def test_view_size(self, config) -> str:
-        """``WIDTHxHEIGHT`` of the config's test renders (the scene's test cameras scaled as nerfstudio scales them);
-        raises :class:`UsageError` below :data:`MIN_EVAL_SIDE` pixels a side."""
+        """``WIDTHxHEIGHT`` of the config's test renders; a :class:`UsageError` below :data:`MIN_EVAL_SIDE` a side."""
         from rff_field.nerf.checks import check_dataset
 
         dataparser = copy.deepcopy(config.pipeline.datamanager.dataparser)
@@ -119,8 +111,7 @@ class NerfBench:
         return config
 
     def run_job(self, job: Job) -> None:
-        """Train the variant (an unfinished one starts over), evaluate it on the test views, write metrics.json; the
-        job's folder is this run's alone meanwhile."""
+        """Train the variant from the start, evaluate it on its test views and write metrics.json (holds its folder)."""
         from rff_field.common.outputs import claimed_folder, clear_folder
 
         with claimed_folder(job.folder, "--output-dir"):

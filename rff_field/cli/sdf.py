@@ -1,10 +1,4 @@
-"""``rff-sdf``: fit the signed distance function of a shape with BACON's protocol, mesh it, compare networks.
-
-Subcommands:
-    fit    one network on one shape: mesh.ply (in the shape's own coordinates), render.png, model.pt, metrics.json
-    mesh   a finished fit's mesh again, e.g. on a finer grid
-    bench  variants x shapes, one folder per job: results.json and results.md
-"""
+"""``rff-sdf``: fit the signed distance function of a shape with BACON's protocol, mesh a fit, compare networks."""
 
 from __future__ import annotations
 
@@ -22,13 +16,9 @@ from rff_field.sdf.fit import SDFFitConfig
 
 @dataclass
 class Fit:
-    """Fit the SDF of one watertight mesh; write mesh.ply (marching cubes, in the mesh's own coordinates),
-    render.png (the fit beside the mesh, from two sides), model.pt and metrics.json (Chamfer distance, normal
-    consistency and F-score in BACON's unit space, where the shape spans [-0.45, 0.45]) into --output-dir.
-
-    Defaults follow the BACON repository's SDF experiments (200,000 steps there, 2,000 here). Stopped by Ctrl-C or
-    --time-budget, the same command goes on from its checkpoint.
-    """
+    """Fit the SDF of one watertight mesh (defaults: BACON's SDF experiments, which take 200,000 steps); write
+    mesh.ply (in the mesh's coordinates), render.png, model.pt and metrics.json (Chamfer distance, normal consistency
+    and F-score in BACON's unit space). After Ctrl-C or --time-budget, rerun to go on."""
 
     mesh: Optional[Path] = None
     """The shape: a watertight PLY, OBJ, OFF or STL mesh; default: a generated bumpy sphere."""
@@ -62,8 +52,7 @@ class Fit:
 
 @dataclass
 class Mesh:
-    """Mesh a finished `rff-sdf fit` again from its model.pt, e.g. on a finer grid: marching cubes of the network's
-    zero level set over BACON's unit box, written in the fitted mesh's own coordinates."""
+    """Mesh a finished `rff-sdf fit` again (e.g. on a finer grid), in the fitted mesh's own coordinates."""
 
     fit: Path
     """Folder of the finished fit (holds metrics.json and model.pt)."""
@@ -105,14 +94,9 @@ class Mesh:
 
 @dataclass
 class Bench:
-    """Fit every variant to every shape with one protocol (the options below, as in `fit`); write
-    runs/<shape>/<variant>/ (a fit's outputs) and results.json and results.md over the finished jobs.
-
-    A variant is [LABEL:]PRESET[,key=value...]: a preset (mlp-pe, mlp-rff, filtered-pe, filtered-rff, siren, gauss,
-    wire, bacon) and options by their dotted names, e.g. wide:mlp-pe,hidden_features=157 or
-    fixed:filtered-pe,line_search.enabled=false. Rerunning the command skips finished jobs and resumes an unfinished
-    one from its checkpoint; --shard I/N runs every N-th job, for separate processes.
-    """
+    """Fit every variant to every shape with one protocol (as in `fit`); write runs/<shape>/<variant>/ and
+    results.json, results.md. A variant is [LABEL:]PRESET[,key=value...]: a preset of --variants' default and options
+    by dotted name, e.g. wide:mlp-pe,hidden_features=157. A rerun skips finished jobs and resumes an unfinished one."""
 
     meshes: tuple[Path, ...] = ()
     """Watertight meshes (named by their file names); default: the generated bumpy sphere."""

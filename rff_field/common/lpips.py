@@ -1,5 +1,4 @@
-"""LPIPS when its weights can be loaded: torchmetrics' LPIPS downloads AlexNet's weights when built, which fails
-offline; then evaluation goes on without it, after one notice."""
+"""LPIPS when AlexNet's weights can be loaded (torchmetrics downloads them); offline, evaluation goes on without it."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from torch import nn
 
 @functools.cache
 def load_lpips() -> Optional[nn.Module]:
-    """torchmetrics' ``LearnedPerceptualImagePatchSimilarity(net_type="alex", normalize=True)`` in eval mode (inputs
-    in [0, 1]), built once per process; None, with one notice, when it cannot be built."""
+    """torchmetrics' AlexNet LPIPS for inputs in [0, 1], built once per process; None, after a notice, if it cannot."""
     try:
         from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
 

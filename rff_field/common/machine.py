@@ -1,5 +1,4 @@
-"""Where a run runs: the device to train on, the memory it has (sizes that cannot fit are refused), and a description
-of the machine for the result files."""
+"""Where a run runs: its device, the memory it has (sizes that cannot fit are refused), the machine's description."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def resolve_device(device: str, option: str = "--device") -> torch.device:
 
 
 def available_memory(device: torch.device | str = "cpu") -> int:
-    """Bytes that can still be allocated on ``device``: a CUDA device's free memory, else the host's available memory
-    (``MemAvailable``, within the process's cgroup limit when it has one)."""
+    """Bytes still free on ``device``: CUDA's free memory, else the host's ``MemAvailable`` within its cgroup limit."""
     device = torch.device(device)
     available = 1 << 62  # unknown: nothing is refused
     if device.type == "cuda":
@@ -53,8 +51,8 @@ def available_memory(device: torch.device | str = "cpu") -> int:
 def check_memory(
     option: str, value: float, bytes_needed: Callable[[float], float], device: torch.device | str = "cpu"
 ) -> None:
-    """Raise :class:`UsageError` naming ``option`` and the largest value that fits when ``bytes_needed(value)`` (which
-    grows with the value; an integer option stays an integer) exceeds the memory available on ``device``."""
+    """Raise :class:`UsageError` naming ``option`` and the largest value that fits when ``bytes_needed(value)`` (rising
+    with the value) exceeds the memory available on ``device``."""
     available = available_memory(device)
     need = bytes_needed(value)
     if need <= available:
@@ -81,8 +79,7 @@ TRAINING_BYTES_PER_PARAMETER = 12
 
 
 def bytes_per_sample(network: nn.Module, training: bool = True) -> int:
-    """A low estimate of the memory a network's activations take per input sample: 4 bytes for each output of its
-    linear layers, three times in training (the output, its activation and its gradient)."""
+    """A low estimate of activation bytes per sample: 4 per linear-layer output, three times that in training."""
     outputs = sum(m.out_features * (2 if m.weight.is_complex() else 1) for m in network.modules()
                   if isinstance(m, nn.Linear))  # fmt: skip
     return 4 * max(outputs, 1) * (3 if training else 1)

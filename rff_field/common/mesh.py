@@ -19,13 +19,12 @@ from rff_field.common.outputs import written_atomically
 from rff_field.core.errors import UsageError
 
 GRID_BYTES_PER_POINT = 16
-"""Host memory a grid point takes in :func:`sample_grid` and :func:`marching_cubes` (measured: about 13)."""
+"""Host memory a grid point takes in :func:`sample_grid` and :func:`marching_cubes`, with a margin."""
 MIN_RESOLUTION = 8
 
 
 def check_resolution(resolution: int, option: str = "--resolution") -> None:
-    """Raise :class:`UsageError` naming ``option`` for a grid too coarse to show a shape or too large for the memory
-    this machine has."""
+    """Raise :class:`UsageError` naming ``option`` for a grid too coarse to show a shape or too large for memory."""
     if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < MIN_RESOLUTION:
         raise UsageError(f"{option} must be an integer of at least {MIN_RESOLUTION}, got {resolution!r}")
     check_memory(option, resolution, lambda side: GRID_BYTES_PER_POINT * side**3)
@@ -41,12 +40,8 @@ def sample_grid(
     device: torch.device | str = "cpu",
     description: Optional[str] = None,
 ) -> Float[np.ndarray, "r r r"]:
-    """Evaluate ``field`` on a ``resolution**3`` grid spanning the box, ``batch_size`` points at a time (with a
-    progress bar on stderr labelled ``description`` when given).
-
-    Returns:
-        The values, indexed ``[ix, iy, iz]``.
-    """
+    """``field`` on a ``resolution**3`` grid spanning the box, indexed ``[ix, iy, iz]``, ``batch_size`` points at a time
+    (a progress bar on stderr when ``description`` is given)."""
     axes = [torch.linspace(lo, hi, resolution, device=device) for lo, hi in zip(bbox_min, bbox_max)]
     values = torch.empty(resolution**3, dtype=torch.float32)
     total = resolution**3
@@ -68,12 +63,8 @@ def marching_cubes(
     level: float = 0.0,
     inside: Literal["above", "below"] = "above",
 ) -> trimesh.Trimesh:
-    """The isosurface of a grid (from :func:`sample_grid`) at ``level``, in the box's coordinates, its triangles
-    facing away from the ``inside`` of the level (``above`` for a density, ``below`` for a signed distance).
-
-    Returns:
-        The mesh; empty when the grid does not cross the level.
-    """
+    """The isosurface at ``level`` in the box's coordinates (empty if the grid does not cross it), its triangles facing
+    away from the ``inside`` (``above`` for a density, ``below`` for a signed distance)."""
     if not values.min() <= level <= values.max():
         return trimesh.Trimesh()
     vertices, faces = mcubes.marching_cubes(values.astype(np.float64), level)  # faces towards lower values
@@ -96,8 +87,7 @@ def keep_components(mesh: trimesh.Trimesh, min_fraction: float = 0.0) -> trimesh
 
 
 def write_mesh(mesh: trimesh.Trimesh, path: Path, overwrite: bool = False) -> Path:
-    """Write a mesh (PLY, OBJ, OFF or STL by the suffix; vertex colours kept in PLY); an existing file is replaced
-    only with ``overwrite``, and an empty mesh is refused."""
+    """Write a mesh by its suffix (PLY keeps vertex colours), replacing a file only with ``overwrite``; never empty."""
     path = Path(path)
     if mesh.is_empty:
         raise UsageError(f"refusing to write an empty mesh to {path}")

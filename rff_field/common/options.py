@@ -3,9 +3,7 @@
 import tyro
 
 Flat = tyro.conf.arg(name="", prefix_name=False)
-"""A nested config whose options appear without its name (``--iters``, not ``--train.iters``); configs nested inside
-it keep theirs (``--line-search.lr-max``, ``--embedding.filtered``)."""
+"""A nested config whose options drop its name (``--lr``, not ``--train.lr``); configs nested in it keep theirs."""
 
 Values = tyro.conf.FlagConversionOff
-"""A config whose booleans take a value, as in ``ns-train`` (``--embedding.filtered False``); a command's own switches
-(``--overwrite``) stay flags."""
+"""A config whose booleans take a value, as in ``ns-train`` (``--embedding.filtered False``)."""

@@ -1,7 +1,5 @@
-"""Writing results: files written atomically (readers see the old file or the whole new one; a killed run leaves no
-half file, and the next writer removes what it left), an existing file replaced only when asked, every write error
-as one line naming the path; one run at a time in an output folder (an OS lock); JSON that standard parsers read (no
-NaN), PNGs, figures made without pyplot."""
+"""Writing results: atomic files (a killed run leaves no half file), replaced only when asked, write errors in one
+line; one run at a time in an output folder (an OS lock); JSON without NaN, PNGs, figures without pyplot."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ def finite(value: Any) -> Any:
 
 
 def remove_stray_partials(folder: Path, stem: str = "*", suffix: str = "*") -> None:
-    """Remove the temporary files of :func:`written_atomically` in ``folder`` (those of ``stem`` and ``suffix``, or
-    all) that processes no longer running left behind."""
+    """Remove :func:`written_atomically`'s temporary files in ``folder`` (of ``stem``, ``suffix``) left by dead runs."""
     pattern = (
         f".{glob.escape(stem) if stem != '*' else stem}.*.partial{glob.escape(suffix) if suffix != '*' else suffix}"
     )
@@ -59,12 +56,8 @@ def process_alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def written_atomically(path: Path, overwrite: bool = True) -> Iterator[Path]:
-    """A temporary path beside ``path`` (same suffix) that becomes ``path`` when the block ends without error.
-
-    Raises:
-        UsageError: Naming ``path``, if it exists and not ``overwrite`` (also when another process wrote it
-            meanwhile), or on an ``OSError`` in the block or while writing (a full disk, a read-only folder).
-    """
+    """A temporary path beside ``path`` that becomes ``path`` when the block ends without error; a :class:`UsageError`
+    names ``path`` if it exists (without ``overwrite``) or on an ``OSError`` (a full disk, a read-only folder)."""
     path = Path(path)
     temporary = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
     try:
@@ -95,8 +88,7 @@ def written_atomically(path: Path, overwrite: bool = True) -> Iterator[Path]:
 
 
 def check_output_file(path: Path, option: str, overwrite: bool) -> None:
-    """Raise :class:`UsageError` naming ``option`` unless ``path`` can be written (creating its folder) and is free
-    (or ``overwrite``): before the work that makes it."""
+    """Raise :class:`UsageError` naming ``option`` unless ``path`` is free (or ``overwrite``) and writable."""
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"{option} {path} is a folder; give a file path")
@@ -112,13 +104,8 @@ def check_output_file(path: Path, option: str, overwrite: bool) -> None:
 
 @contextlib.contextmanager
 def claimed_folder(folder: Path, option: str) -> Iterator[Path]:
-    """``folder`` (created if needed) as this run's alone for the block: an OS lock (``flock``) on a file in it, which
-    the system releases however the process ends, refuses a second run into it; stray partial files of killed runs
-    are removed.
-
-    Raises:
-        UsageError: Naming ``option``, if the folder is a file, lies under one, cannot be written or is in use.
-    """
+    """``folder`` (created if needed) as this run's alone for the block, by an OS lock that ends with the process; a
+    :class:`UsageError` names ``option`` if it cannot be written or is in use. Stray partial files are removed."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{option} {folder} is a file, not a folder; choose another {option}")
@@ -186,8 +173,7 @@ def write_torch(path: Path, data: Any) -> None:
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, figsize: Optional[tuple[float, float]] = None, **kwargs: Any) -> Any:
-    """A matplotlib figure and its axes (``Figure.subplots``), laid out tightly, made without pyplot (no backend is
-    switched, a caller's own plots stay as they were)."""
+    """A matplotlib figure and its axes, laid out tightly, made without pyplot (a caller's backend and plots stay)."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=figsize, layout="tight")

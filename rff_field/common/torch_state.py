@@ -10,8 +10,7 @@ import torch
 
 @contextlib.contextmanager
 def seeded(seed: int) -> Iterator[None]:
-    """torch's CPU generator seeded with ``seed`` inside the block (networks are built on the CPU), and back in its
-    earlier state after it."""
+    """torch's CPU generator (networks are built on the CPU) seeded with ``seed`` inside the block, restored after."""
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(seed)  # torch.manual_seed would reseed the CUDA generators too
         yield
@@ -19,8 +18,7 @@ def seeded(seed: int) -> Iterator[None]:
 
 @contextlib.contextmanager
 def denormals_flushed(flush: bool = True) -> Iterator[None]:
-    """Subnormal floats flushed to zero (``flush``) or not on this thread's CPU inside the block, and the thread's
-    earlier setting back after it."""
+    """Subnormal floats flushed to zero (``flush``) or not on this thread's CPU inside the block, restored after."""
     smallest = torch.tensor(torch.finfo(torch.float32).tiny)
     before = bool(smallest / 2 == 0)  # a subnormal result is zero when flushing
     torch.set_flush_denormal(flush)

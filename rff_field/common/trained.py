@@ -19,8 +19,7 @@ Config = TypeVar("Config")
 
 
 def config_from_dict(kind: type[Config], data: dict) -> Config:
-    """The dataclass ``kind`` from its ``dataclasses.asdict`` (nested dataclasses rebuilt, lists as tuples where the
-    field is a tuple)."""
+    """The dataclass ``kind`` from its ``dataclasses.asdict`` (nested dataclasses rebuilt, lists back to tuples)."""
     hints = typing.get_type_hints(kind)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(kind):  # type: ignore[arg-type]
@@ -36,12 +35,8 @@ def config_from_dict(kind: type[Config], data: dict) -> Config:
 
 
 def load_trained_network(folder: Path, build: Callable[[dict], nn.Module], command: str) -> tuple[nn.Module, dict]:
-    """The network ``build`` makes from the folder's metrics, with the folder's weights, in eval mode on the CPU, and
-    the metrics.
-
-    Raises:
-        UsageError: If the folder is not a finished fit of ``command`` with its weights: none, diverged or stopped.
-    """
+    """The network ``build`` makes from the folder's metrics, with its weights, in eval mode on the CPU, and the
+    metrics; a :class:`UsageError` unless the folder holds a finished fit of ``command``."""
     folder = Path(folder)
     if not (folder / "metrics.json").is_file() or not (folder / WEIGHTS_FILE).is_file():
         raise UsageError(f"{folder} holds no finished fit (metrics.json and {WEIGHTS_FILE}); give the --out folder "

@@ -25,8 +25,7 @@ def nonfinite_counts(groups: Mapping[str, Iterable[Tensor]]) -> dict[str, int]:
 def divergence_hints(
     lr: float, filter_lr: Optional[float], line_search: LineSearchConfig, lr_final: Optional[float] = None
 ) -> list[str]:
-    """What to try when a fit diverges: a lower ``--lr`` (and ``--lr-final``) and, for a filtered network
-    (``filter_lr`` given), a lower ``--line-search.lr-max``, or ``--filter-lr`` with the line search off."""
+    """What to lower when a fit diverges: ``--lr`` (and ``--lr-final``), and for a filter its rate or rate bound."""
     hints = [f"a lower --lr (now {lr:g})" + (f" and --lr-final (now {lr_final:g})" if lr_final is not None else "")]
     if filter_lr is not None and line_search.enabled:
         hints.append(f"a lower --line-search.lr-max (now {line_search.lr_max:g})")
@@ -37,16 +36,8 @@ def divergence_hints(
 
 def divergence_message(step: int, loss: Optional[float], counts: Mapping[str, int], hints: Sequence[str], kept: str,
                        first_loss: Optional[float] = None) -> str:  # fmt: skip
-    """``training diverged at step N: <what>; try <hints>; <what was kept>``.
-
-    Args:
-        step: The step at which the loss or a parameter was first seen non-finite (or the loss blew up).
-        loss: That step's loss (None when it was sound or unknown).
-        counts: Non-finite values per parameter group (e.g. ``{"filter": 0, "field": 12}``).
-        hints: What to try, each a short clause naming an option and its value.
-        kept: What the user keeps (e.g. the last finite checkpoint).
-        first_loss: The first step's loss, for a finite ``loss`` that diverged by growing far beyond it.
-    """
+    """``training diverged at step N: <what>; try <hints>; <kept>``; ``counts``: non-finite values per parameter
+    group; ``first_loss``: the first step's, for a finite ``loss`` that blew up beyond it."""
     what = []
     if loss is not None and math.isfinite(loss) and first_loss is not None:
         what.append(f"the loss rose to {loss:.3g}, {loss / first_loss:.2g} times its first value ({first_loss:.3g})")
@@ -65,12 +56,9 @@ BLOWUP_FACTOR = 1e4
 
 
 class LastFiniteState:
-    """Checks a training now and then (one synchronisation each) and keeps a copy of the model from the last check
-    known to be sound: finite parameters, and a finite loss at most ``blowup`` times the first step's (a copy counts
-    once the next check has seen the loss it gave). On divergence the model is put back to that copy (of step
-    ``step``) and :class:`TrainingDiverged` says at which step (``diverged_at``), what went wrong and what to try.
-    ``groups``: the parameters by name, as the message counts them; ``hints``: clauses naming an option and value.
-    """
+    """Checks a training now and then (one synchronisation each), keeping a copy of the model at the last sound check
+    (finite parameters, losses at most ``blowup`` times the first); on divergence it restores that copy and raises
+    :class:`TrainingDiverged`. ``hints``: clauses naming an option and its value."""
 
     def __init__(self, model: nn.Module, groups: Mapping[str, Sequence[Tensor]], hints: Sequence[str],
                  blowup: float = BLOWUP_FACTOR) -> None:  # fmt: skip
@@ -82,8 +70,7 @@ class LastFiniteState:
         self._unseen_step, self._unseen_state = 0, self.state  # copied at the last check, its loss not yet seen
 
     def resume(self, step: int, first_loss: Optional[Tensor]) -> None:
-        """Go on from the model as it is now, restored at ``step`` from a state that was sound when saved
-        (``first_loss``: the first step's loss of that training)."""
+        """Go on from the model as restored at ``step`` from a sound state (``first_loss``: that training's first)."""
         self.step = self._unseen_step = step
         self.state = self._unseen_state = self._copy()
         self.first_loss = first_loss
@@ -93,8 +80,8 @@ class LastFiniteState:
 
     @torch.no_grad()
     def check(self, step: int, losses: Tensor) -> None:
-        """Raise :class:`TrainingDiverged` (after restoring the model) if a parameter or loss is not finite, or a loss
-        exceeds ``blowup`` times the first; ``losses``: those of steps ``step - len(losses)`` .. ``step - 1``."""
+        """Raise :class:`TrainingDiverged` (restoring the model) for a non-finite parameter or loss or a blown-up loss;
+        ``losses``: those of steps ``step - len(losses)`` .. ``step - 1``."""
         if self.first_loss is None and len(losses):
             self.first_loss = losses[0].clone()
         sound = torch.isfinite(losses)

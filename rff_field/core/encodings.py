@@ -1,9 +1,5 @@
-"""Fourier feature embeddings ``gamma(v) = [sin(2 pi b_i . v), cos(2 pi b_i . v)]``: on-axis positional encoding
-(PE) and random Fourier features (RFF), with frequencies ``b_i`` in cycles per unit of the input coordinates.
-
-Both subclass nerfstudio's ``Encoding``, so they plug into nerfstudio fields unchanged; without nerfstudio (e.g. on
-a bare GPU machine) they subclass a minimal stand-in with the same interface, so the core needs only torch.
-"""
+"""Fourier feature embeddings ``[sin(2 pi B v), cos(2 pi B v)]``: on-axis PE and random Fourier features (RFF), in
+cycles per unit; nerfstudio ``Encoding``s (a stand-in without nerfstudio, so the core needs only torch)."""
 
 from __future__ import annotations
 
@@ -39,8 +35,7 @@ def check_count(name: str, value: int) -> None:
 
 
 class FourierEncoding(Encoding):
-    """``[v?, sin(2 pi B v), cos(2 pi B v)]`` for fixed ``frequencies`` ``B`` (one vector per row, cycles per unit; a
-    buffer, saved in checkpoints); ``include_input`` prepends the coordinates ``v``."""
+    """``[v?, sin(2 pi B v), cos(2 pi B v)]`` of fixed frequency rows ``B`` (a buffer); ``v`` with ``include_input``."""
 
     def __init__(self, frequencies: Float[Tensor, "num_frequencies in_dim"], include_input: bool = False) -> None:
         if frequencies.ndim != 2 or 0 in frequencies.shape or not torch.isfinite(frequencies).all():
@@ -87,8 +82,7 @@ class PositionalEncoding(FourierEncoding):
 
 
 class RandomFourierEncoding(FourierEncoding):
-    """Random Fourier features (Tancik et al. 2020): ``num_frequencies`` vectors ``B ~ N(0, sigma^2 I)`` drawn from
-    ``seed`` (not the global generator), fixed after construction."""
+    """Random Fourier features (Tancik et al. 2020): ``B ~ N(0, sigma^2 I)`` drawn from ``seed``, then fixed."""
 
     def __init__(
         self, in_dim: int, num_frequencies: int, sigma: float, include_input: bool = False, seed: int = 0

@@ -1,5 +1,4 @@
-"""The errors a command reports to its user in one line: ``UsageError`` (exit status 2), ``TrainingDiverged`` (3); a
-command that Ctrl-C ended exits with 130."""
+"""Errors a command reports in one line: ``UsageError`` (exit status 2), ``TrainingDiverged`` (3); Ctrl-C exits 130."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ class UsageError(ValueError):
 
 
 class TrainingDiverged(RuntimeError):
-    """Training produced a non-finite loss or parameter, or its loss blew up; the message says at which step, what,
-    and what to try."""
+    """A non-finite loss or parameter, or a blown-up loss; the message says at which step, what, and what to try."""
 
 
 def check_fields(
@@ -28,8 +26,7 @@ def check_fields(
     non_negative: Iterable[str] = (),
     prefix: str = "--",
 ) -> None:
-    """Raise :class:`UsageError` for the first named field of ``config`` out of its range (None is skipped); the
-    message names the command-line option, ``prefix`` + the field name with dashes."""
+    """Raise :class:`UsageError` naming the option (``prefix`` + field) of the first named field out of its range."""
     for kind, names in (("positive_int", positive_int), ("non_negative_int", non_negative_int),
                         ("positive", positive), ("non_negative", non_negative)):  # fmt: skip
         for name in names:

@@ -1,15 +1,6 @@
-"""The bench runner every application shares: a grid of variants x inputs, one folder per job, one results table.
-
-A variant is a named row, ``[LABEL:]PRESET[,key=value...]``: a preset of :data:`~rff_field.inr.config.PRESETS` and
-options set by their dotted config paths (``filtered-pe,embedding.num_frequencies=64,line_search.lr_max=1e-2``); a
-key may leave out the names of the configs around it when that is unambiguous (``hidden_features=128``).
-
-Job ``(input, variant)`` writes ``runs/<input>/<label>/``, ``metrics.json`` last; a job with a ``metrics.json`` not
-marked ``stopped`` is finished and skipped when the bench runs again, and an unfinished one resumes from the
-checkpoint in its folder. Jobs run one after another in this process; ``--shard I/N`` runs every N-th job, for
-separate processes. After every job the runner writes ``results.json`` and ``results.md`` over all finished jobs (of
-every shard).
-"""
+"""The bench runner every application shares: variants (``[LABEL:]PRESET[,key=value...]``) x inputs, a folder per job
+(``runs/<input>/<label>/``: a finished job is skipped on a rerun, an unfinished one resumes), ``--shard I/N`` for
+separate processes, and results.json and results.md over every finished job."""
 
 from __future__ import annotations
 
@@ -46,11 +37,7 @@ class Variant:
 
 
 def parse_variant(text: str, presets: Mapping[str, Mapping[str, Any]]) -> Variant:
-    """Parse ``[LABEL:]PRESET[,key=value...]``.
-
-    Raises:
-        UsageError: Naming the variant, for an unknown preset, an item that is not ``key=value`` or a bad label.
-    """
+    """Parse ``[LABEL:]PRESET[,key=value...]``; a :class:`UsageError` names the variant."""
     text = text.strip()
     label, colon, spec = text.partition(":") if ":" in text.split(",")[0] else ("", "", text)
     if colon and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", label):
@@ -71,8 +58,7 @@ def parse_variant(text: str, presets: Mapping[str, Mapping[str, Any]]) -> Varian
 
 
 def option_paths(config: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
-    """Every option of a nested dataclass (also inside dicts, as nerfstudio's optimizers): dotted path -> (the object
-    holding it, its field name)."""
+    """Every option of a nested dataclass (also in dicts, as nerfstudio's optimizers): dotted path -> (holder, name)."""
     out: dict[str, tuple[Any, str]] = {}
     items = (
         config.items()
@@ -90,12 +76,8 @@ def option_paths(config: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
 
 
 def set_option(config: Any, key: str, value: Any) -> None:
-    """Set the option ``key`` (a dotted path, or its tail when that names one option) of ``config``; a string value is
-    converted to the option's type.
-
-    Raises:
-        UsageError: Naming ``key``, when no option or several match, or the value does not fit.
-    """
+    """Set option ``key`` (a dotted path, or a tail naming one option) of ``config``, converting a string to its type;
+    a :class:`UsageError` names ``key``."""
     paths = option_paths(config)
     matches = [key] if key in paths else [path for path in paths if path.endswith("." + key)]
     if not matches:
@@ -132,8 +114,7 @@ def convert(text: str, hint: Any, key: str) -> Any:
 
 
 def apply_variant(base: Config, variant: Variant, presets: Mapping[str, Mapping[str, Any]]) -> Config:
-    """A copy of ``base`` with the variant's preset and options set, checked (its ``check()``); a :class:`UsageError`
-    names the variant."""
+    """A checked copy of ``base`` with the variant's preset and options; a :class:`UsageError` names the variant."""
     config = copy.deepcopy(base)
     try:
         for key, value in [*presets[variant.preset].items(), *variant.options]:
@@ -162,11 +143,7 @@ class Job:
 
 
 def read_metrics(folder: Path) -> Optional[dict]:
-    """The ``metrics.json`` of a fit's folder (None when it has none).
-
-    Raises:
-        UsageError: Naming the file, if it cannot be read as a fit's metrics.
-    """
+    """A fit folder's ``metrics.json`` (None when absent); a :class:`UsageError` names a damaged one."""
     path = Path(folder) / "metrics.json"
     if not path.exists():
         return None
@@ -189,9 +166,8 @@ def job_metrics(folder: Path) -> Optional[dict]:
 
 
 def check_fit_folder(out: Path, overwrite: bool, outputs: Sequence[str]) -> None:
-    """Refuse an ``out`` holding a fit (finished, or with a damaged ``metrics.json``) or files of the names of its
-    ``outputs`` (file names or glob patterns) that no fit of ours left unless ``overwrite``; with it, remove the
-    earlier fit's ``outputs`` and its checkpoint. A fit stopped by its time budget goes on."""
+    """Refuse an ``out`` holding a finished or damaged fit, or stray files matching ``outputs``, unless ``overwrite``,
+    which removes them and the checkpoint; a fit stopped by its time budget goes on."""
     out = Path(out)
     if overwrite:
         for pattern in [*outputs, CHECKPOINT_FILE, "metrics.json"]:
@@ -218,19 +194,9 @@ def run_bench(
     figure: Optional[Callable[[Path, list[dict]], None]] = None,
     note: str = "",
 ) -> list[dict]:
-    """Run this shard's unfinished jobs and write the results after each; returns the finished jobs' rows.
-
-    Args:
-        out: The bench's folder.
-        inputs: Names of the inputs (folder names under ``runs/``).
-        variants: The rows.
-        run_job: Fits one job into its folder, ``metrics.json`` last (resuming from a checkpoint there).
-        protocol: The jobs' base settings (plain data); a folder holding a bench with others is refused.
-        columns: ``(header, metrics key, format)`` of the table; the first is shown per input, all as means.
-        shard: ``I/N``: run jobs I, I+N, I+2N, ... (1-based) of the grid.
-        figure: Draws ``results.png`` (or other figures) in ``out`` from the rows.
-        note: A line for ``results.md`` under the table (e.g. the resolution evaluated).
-    """
+    """Run this shard's unfinished jobs, writing the results after each; returns the finished jobs' rows.
+    ``run_job`` writes a job's ``metrics.json`` last; ``protocol`` (plain data) must match the folder's earlier runs;
+    ``columns``: ``(header, metrics key, format)``, the first also per input; ``figure`` draws from the rows."""
     index, count = parse_shard(shard)
     labels = [variant.label for variant in variants]
     if len(set(labels)) < len(labels):
@@ -271,8 +237,7 @@ def write_results(
     figure: Optional[Callable[[Path, list[dict]], None]],
     note: str = "",
 ) -> list[dict]:
-    """``results.json`` (the finished jobs' metrics, without per-step histories) and ``results.md`` (a row per
-    variant: the first column per input, every column's mean over its finished inputs)."""
+    """``results.json`` (finished jobs' metrics without histories) and ``results.md`` (a row per variant)."""
     rows = []
     for job in jobs:
         metrics = job_metrics(job.folder)

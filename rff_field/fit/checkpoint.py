@@ -18,13 +18,11 @@ CHECKPOINT_FILE = "checkpoint.pt"
 """The checkpoint's name in a fit's folder."""
 
 REPORTING_OPTIONS = frozenset({"log_every", "time_budget", "device", "progress", "lpips", "error_vmax"})
-"""Options that change what a fit reports or where it runs, not the steps it takes: a checkpoint resumes under
-other values."""
+"""Options that change what a fit reports or where it runs, not its steps: a checkpoint resumes under others."""
 
 
 def content_digest(*arrays: Any) -> str:
-    """A short hash of the values of arrays or tensors (a fit resumes on the same data, not on another file of the
-    same name)."""
+    """A short hash of arrays' values (a fit resumes on the same data, not another file of the same name)."""
     digest = hashlib.sha256()
     for array in arrays:
         values = array.detach().cpu().numpy() if isinstance(array, Tensor) else np.asarray(array)
@@ -42,8 +40,8 @@ def _steps_only(value: Any) -> Any:
 
 
 def settings_key(*parts: Any) -> str:
-    """What a checkpoint must have been written with to be resumed (plain data, e.g. ``asdict(config)`` and a
-    :func:`content_digest`), as one string; :data:`REPORTING_OPTIONS` are left out."""
+    """What a checkpoint must have been written with to resume (plain data), as one string, less
+    :data:`REPORTING_OPTIONS`."""
     return json.dumps(_steps_only(json.loads(json.dumps(list(parts), default=str))), sort_keys=True)
 
 
@@ -54,11 +52,7 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 
 def load_checkpoint(path: Optional[Path], settings: str) -> Optional[dict]:
-    """The checkpoint at ``path`` (None when there is none).
-
-    Raises:
-        UsageError: If it was written by a fit with other settings, or cannot be read: the fit would replace it.
-    """
+    """The checkpoint at ``path`` (None if none); a :class:`UsageError` if it is unreadable or of other settings."""
     if path is None or not path.is_file():
         return None
     try:

@@ -1,5 +1,4 @@
-"""Images for 2D regression: the one reader of image files (every mode and bit depth mapped to [0, 1], or refused),
-area downsampling, pixel coordinates."""
+"""Images for 2D regression: the one image reader (to [0, 1], or refused), area downsampling, pixel coordinates."""
 
 from __future__ import annotations
 
@@ -22,11 +21,7 @@ MIN_SIDE = 3
 
 def load_image(path: Optional[Path], option: str = "--image") -> tuple[Float[Tensor, "H W C"], str]:
     """The pixels (``[H, W, C]``, C = 1 or 3, in [0, 1]) and name of an image file, or of scikit-image's astronaut
-    when ``path`` is None (see :func:`read_pixels`).
-
-    Raises:
-        UsageError: Naming ``option`` and the file, if it is missing, not an image, or its pixels cannot be mapped.
-    """
+    when ``path`` is None; a :class:`UsageError` names ``option`` and the file."""
     if path is None:
         from skimage import data
 
@@ -44,15 +39,8 @@ def load_image(path: Optional[Path], option: str = "--image") -> tuple[Float[Ten
 
 
 def read_pixels(path: Path, option: str = "--image") -> Float[np.ndarray, "H W *C"]:
-    """The pixels of an image file in [0, 1], mapped from the range of its format and bit depth (8 bits, 16 bits
-    whatever the values, fewer bits of a TIFF; float pixels must already lie in [0, 1]), as a viewer shows them
-    (EXIF orientation applied). Palette, 1-bit, CMYK and other colour spaces become RGB or grayscale, and an alpha
-    channel is dropped with a notice.
-
-    Raises:
-        UsageError: Naming ``option`` and the file, for what cannot be read or mapped: an animation, a damaged file,
-            integers without a known range, non-finite values or float values outside [0, 1].
-    """
+    """An image file's pixels in [0, 1] as a viewer shows them (scaled by its bit depth's range, other modes made RGB
+    or grayscale, alpha dropped with a notice); what cannot be mapped is a :class:`UsageError`."""
     from PIL import Image, ImageOps
 
     try:
@@ -103,8 +91,7 @@ def integer_range(image) -> Optional[float]:
 
 
 def check_pixels(pixels: Tensor, name: str) -> None:
-    """Raise :class:`UsageError` naming the image unless ``pixels`` is a floating-point ``[H, W, C]`` tensor of finite
-    values, at least :data:`MIN_SIDE` pixels a side."""
+    """Raise :class:`UsageError` unless ``pixels`` is a finite float ``[H, W, C]`` tensor, :data:`MIN_SIDE` a side."""
     if not isinstance(pixels, Tensor) or pixels.ndim != 3 or not pixels.is_floating_point() or 0 in pixels.shape:
         shape = tuple(pixels.shape) if isinstance(pixels, Tensor) else type(pixels).__name__
         raise UsageError(f"the pixels of {name} must be a floating-point [H, W, C] tensor, got {shape}")
@@ -116,8 +103,7 @@ def check_pixels(pixels: Tensor, name: str) -> None:
 
 
 def downsample_factor(resolution_scale: float, option: str = "--resolution-scale") -> int:
-    """The integer area-downsampling factor ``k`` of a resolution scale ``1/k``; raises :class:`UsageError` naming
-    ``option`` for any other value."""
+    """The area-downsampling factor ``k`` of a resolution scale ``1/k`` (another scale is a :class:`UsageError`)."""
     valid = isinstance(resolution_scale, (int, float)) and 1e-9 < resolution_scale <= 1
     factor = round(1 / resolution_scale) if valid else 0
     if factor < 1 or abs(factor * resolution_scale - 1) > 1e-9:

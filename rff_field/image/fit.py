@@ -1,9 +1,5 @@
-"""2D image regression on the fit loop, with the WIRE repository's protocol.
-
-Coordinates in [-1, 1]; full batch up to ``batch_size`` pixels, shuffled mini-batches beyond (one iteration = one
-pass over the image); the INR's learning rate scaled by ``min(1, batch_size / pixels)`` and decayed by 0.1 over the
-run; PSNR of an iteration from the training MSE of its pass.
-"""
+"""2D image regression on the fit loop with the WIRE repository's protocol: coordinates in [-1, 1], full batch up to
+``batch_size`` pixels (shuffled mini-batches beyond), the INR's rate scaled by ``min(1, batch_size / pixels)``."""
 
 from __future__ import annotations
 
@@ -43,8 +39,7 @@ def method_lr(network: NetworkConfig) -> float:
 OUTPUTS = ("comparison.png", "reconstruction.png", "curves.png", WEIGHTS_FILE, "metrics.json")
 """What a fit writes in its folder, ``metrics.json`` last."""
 FIT_BYTES_PER_PIXEL, RENDER_BYTES_PER_PIXEL = 256, 80
-"""Memory an image fit takes per pixel besides its network's activations (its data, outputs and figures), and that
-a rendered pixel takes."""
+"""Memory per pixel of an image fit besides its network's activations (data, outputs, figures), and of a render."""
 
 
 def image_network() -> NetworkConfig:
@@ -111,8 +106,7 @@ class PixelTask(FitTask):
 
 @torch.no_grad()
 def render(network: nn.Module, height: int, width: int, chunk: int = 65536) -> Float[Tensor, "H W C"]:
-    """The network's values on a ``height`` x ``width`` grid over the fitted image's [-1, 1] square (a finer grid
-    samples between the fitted pixels), ``chunk`` pixels at a time."""
+    """The network's values on a ``height`` x ``width`` grid over the fitted image's [-1, 1] square."""
     device = next(network.parameters()).device
     coords = pixel_coordinates(height, width).to(device)
     values = torch.cat([network(coords[start : start + chunk]) for start in range(0, len(coords), chunk)])
@@ -127,11 +121,8 @@ def fit_image(
     progress: bool = True,
     overwrite: bool = False,
 ) -> dict:
-    """Fit ``config.network`` to ``pixels`` (values in [0, 1]) and write :data:`OUTPUTS` into ``out``, held by this
-    run alone; returns the metrics. A fit stopped by its time budget keeps its checkpoint (the same call goes on); a
-    diverged one writes its last finite state, marked ``diverged`` (the caller raises). A fit already in ``out`` is
-    replaced only with ``overwrite``.
-    """
+    """Fit ``config.network`` to ``pixels`` and write :data:`OUTPUTS` into ``out``; returns the metrics. A stopped fit
+    keeps its checkpoint; a diverged one writes its last finite state, marked ``diverged``, for the caller to raise."""
     check_pixels(pixels, name)
     height, width, channels = pixels.shape
     device = config.train.torch_device()
@@ -194,11 +185,7 @@ def _fit(model: nn.Module, pixels: Tensor, name: str, config: ImageFitConfig, ou
 
 
 def load_fit(folder: Path) -> tuple[nn.Module, dict]:
-    """The network of a finished image fit (``metrics.json`` and ``model.pt`` in ``folder``) and its metrics.
-
-    Raises:
-        UsageError: If the folder holds no finished fit, or one that diverged.
-    """
+    """The network and metrics of the finished image fit in ``folder``."""
 
     def build(metrics: dict) -> nn.Module:
         network = config_from_dict(NetworkConfig, metrics["config"]["network"])

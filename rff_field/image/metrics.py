@@ -35,8 +35,7 @@ def ssim(prediction: Float[Tensor, "H W C"], target: Float[Tensor, "H W C"]) -> 
 def image_metrics(
     prediction: Float[Tensor, "H W C"], target: Float[Tensor, "H W C"], with_lpips: bool = True
 ) -> dict[str, Optional[float]]:
-    """``psnr`` (of the unclipped prediction, as the training loss sees it), ``ssim`` and ``lpips`` (None when
-    skipped, the image is too small for AlexNet or its weights are unavailable)."""
+    """``psnr`` (of the unclipped prediction, as the loss sees it), ``ssim`` and ``lpips`` (None when unavailable)."""
     lpips = None
     if with_lpips and min(prediction.shape[:2]) >= LPIPS_MIN_SIDE and (metric := load_lpips()) is not None:
         pred, true = (image.cpu().float().clamp(0, 1).permute(2, 0, 1)[None].expand(1, 3, -1, -1)

@@ -1,9 +1,5 @@
-"""BACON: band-limited coordinate networks (Lindell et al., CVPR 2022), as its repository builds them.
-
-A multiplicative filter network ``z_0 = g_0(x)``, ``z_i = g_i(x) * (W_i z_{i-1} + b_i)``, with outputs ``U_i z_i + c_i``
-at chosen layers; each filter ``g_i(x) = sin(omega_i x + phi_i)`` has frozen frequencies in ``[-B_i, B_i]``, so the
-output of layer ``i`` is band-limited to ``sum_{j <= i} B_j``: a coarse to fine series of outputs.
-"""
+"""BACON: band-limited coordinate networks (Lindell et al., CVPR 2022), as its repository builds them: a multiplicative
+filter network whose layer ``i`` is band-limited to the sum of its filters' bounds so far: coarse to fine outputs."""
 
 from __future__ import annotations
 
@@ -25,16 +21,10 @@ BaconSchedule = Literal["prefix", "spread"]  # how a BACON of other than 8 hidde
 def default_schedule(
     hidden_layers: int, multiscale: bool, schedule: BaconSchedule = "prefix"
 ) -> tuple[tuple[float, ...], tuple[int, ...]]:
-    """Bandwidth fractions per filter and output layers for a network of ``hidden_layers`` (single-scale: the same
-    filters, one output after the last layer). Both schedules give the repository's SDF network at 8 layers.
-
-    - ``prefix``: a shallower network is the first layers of that network, with its filters and the outputs it
-      reaches (plus one after its last layer), so its finest output holds less than the full bandwidth. Deeper
-      networks use ``spread``.
-    - ``spread``: the whole bandwidth, by BACON's rule: outputs after every second layer, the bandwidth doubling
-      from one to the next, each increment split equally among the filters before it (shallow networks get wide
-      filters and almost no low frequencies).
-    """
+    """Bandwidth fractions per filter and output layers (single-scale: one output after the last layer). At 8 layers
+    both schedules give the repository's SDF network; ``prefix`` makes a shallower one its first layers (less than the
+    full bandwidth); ``spread`` (and any deeper one) takes BACON's rule: outputs every second layer, the bandwidth
+    doubling from one to the next, each increment split equally among the filters before it."""
     if schedule == "prefix" and hidden_layers <= SDF_OUTPUT_LAYERS[-1]:
         scales = SDF_INPUT_SCALES[: hidden_layers + 1]
         outputs = tuple(layer for layer in SDF_OUTPUT_LAYERS if layer < hidden_layers) + (hidden_layers,)
@@ -65,19 +55,9 @@ class FourierFilter(nn.Module):
 
 
 class Bacon(nn.Module):
-    """Multiscale BACON; ``forward`` returns the finest output, :meth:`forward_multiscale` all, coarse to fine.
-
-    Args:
-        in_dim: Input coordinates (data in [-0.5, 0.5]).
-        out_dim: Output channels.
-        hidden_features: Width.
-        hidden_layers: Multiplicative layers after the first filter.
-        max_frequency: The network's sample rate per unit (BACON's ``max_freq``): the finest output holds up to half
-            of it times the sum of ``input_scales``.
-        input_scales: Fraction of the bandwidth each of the ``hidden_layers + 1`` filters adds; consecutive equal
-            ones share a filter, as in the repository's SDF models.
-        output_layers: Layers (increasing within 1..hidden_layers, ending at it) with an output head.
-    """
+    """Multiscale BACON on [-0.5, 0.5] coordinates; ``forward`` returns the finest output, :meth:`forward_multiscale`
+    all. ``max_frequency``: sample rate per unit (BACON's ``max_freq``); ``input_scales``: the bandwidth fraction each
+    of the ``hidden_layers + 1`` filters adds (equal neighbours share one); ``output_layers``: those with a head."""
 
     def __init__(
         self,

@@ -1,8 +1,5 @@
-"""Which coordinate network to build: one config for the ReLU MLP on a (filtered) Fourier embedding and the
-baselines SIREN, GAUSS, WIRE, SAPE and BACON, the function that builds it, and the paper's table rows as presets.
-
-Layer counts follow the WIRE repository: ``hidden_layers`` counts the hidden layers after the first one.
-"""
+"""Which coordinate network to build: one config for the (filtered) Fourier feature MLP and the baselines SIREN,
+GAUSS, WIRE, SAPE and BACON, its builder, and the paper's table rows as presets."""
 
 from __future__ import annotations
 
@@ -45,9 +42,7 @@ class NetworkConfig:
     """Which coordinate network to build, with its hyperparameters (defaults: the WIRE repository's)."""
 
     method: Method = "mlp"
-    """``mlp``: ReLU MLP on the embedding (filtered when ``--embedding.filtered``); baselines ``siren``, ``gauss``,
-    ``wire``, ``sape`` (2D: an MLP on the unfiltered embedding, revealing its frequencies region by region) and
-    ``bacon``."""
+    """``mlp``: ReLU MLP on the embedding (filtered by ``--embedding.filtered``); others: baselines (sape: 2D only)."""
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     """The Fourier feature embedding of ``mlp`` and ``sape``."""
     hidden_features: int = 256
@@ -69,8 +64,7 @@ class NetworkConfig:
     bacon_max_frequency: float = 384.0
     """BACON's network sample rate per unit; its finest output holds up to half of it."""
     bacon_schedule: BaconSchedule = "prefix"
-    """BACON of other than 8 hidden layers: ``prefix``, the first layers of its 8-layer SDF network, or ``spread``,
-    the whole bandwidth in fewer, wider filters."""
+    """BACON of other than 8 hidden layers: the first layers of its 8-layer network, or the whole bandwidth spread."""
     bacon_multiscale: bool = True
     """BACON with several outputs, coarse to fine; off: one output after the last layer."""
     bacon_input_scales: Optional[tuple[float, ...]] = None
@@ -100,8 +94,7 @@ class NetworkConfig:
                              f"got {' '.join(map(str, outputs))}")  # fmt: skip
 
     def parameter_estimate(self, in_dim: int, out_dim: int, sidelength: Optional[int] = None, **change: int) -> int:
-        """About how many parameters the network has (its linear layers and filter), with ``change``'s options
-        (``hidden_features``, ``hidden_layers``, ``num_frequencies``, ``filter_layers``) set."""
+        """About how many parameters the network has (linear layers and filter), with ``change``'s options set."""
         width, depth = (
             change.get("hidden_features", self.hidden_features),
             change.get("hidden_layers", self.hidden_layers),
@@ -118,8 +111,8 @@ class NetworkConfig:
         return (inputs * width + depth * width**2 + width * out_dim + filtered) * (2 if self.method == "wire" else 1)
 
     def check_memory(self, in_dim: int, out_dim: int, sidelength: Optional[int] = None, prefix: str = "--") -> None:
-        """Raise :class:`UsageError` naming the option whose term dominates when the network's parameters (and a
-        Python object per layer) cannot fit in this machine's memory, with the largest value that fits."""
+        """Raise :class:`UsageError` naming the dominant option, and its largest value that fits, when the network
+        cannot fit in this machine's memory."""
         options = {"hidden_features": self.hidden_features, "hidden_layers": self.hidden_layers}
         if self.method in ("mlp", "sape") and self.embedding.num_frequencies is not None:
             options["num_frequencies"] = self.embedding.num_frequencies
@@ -146,14 +139,8 @@ class NetworkConfig:
 
 
 def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: Optional[int] = None) -> nn.Module:
-    """Build the coordinate network that ``config`` describes (from torch's global random generator).
-
-    Args:
-        config: Network configuration.
-        in_dim: Input coordinates (2 for images, 3 for shapes).
-        out_dim: Output channels.
-        sidelength: Samples along the signal's longest axis (for the ``wire`` PE bands).
-    """
+    """The network ``config`` describes, from torch's global generator; ``sidelength``: samples along the signal's
+    longest axis (for the ``wire`` PE bands)."""
     config.check_memory(in_dim, out_dim, sidelength)
     width, depth = config.hidden_features, config.hidden_layers
     if config.method == "siren":

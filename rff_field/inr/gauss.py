@@ -20,15 +20,7 @@ class GaussLayer(nn.Module):
 
 
 class Gauss(nn.Module):
-    """MLP with Gaussian activations and a linear output layer.
-
-    Args:
-        in_dim: Input coordinates.
-        out_dim: Output channels.
-        hidden_features: Width.
-        hidden_layers: Hidden layers after the first.
-        scale: Inverse width of the Gaussian (the WIRE repository's ``sigma0``).
-    """
+    """MLP with Gaussian activations and a linear output layer; ``scale``: the Gaussians' inverse width (``sigma0``)."""
 
     def __init__(
         self, in_dim: int, out_dim: int, hidden_features: int = 256, hidden_layers: int = 2, scale: float = 30.0

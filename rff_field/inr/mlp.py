@@ -1,9 +1,4 @@
-"""A ReLU MLP on a Fourier feature embedding: MLP+PE and MLP+RFF, filtered when the embedding is.
-
-Layer counts follow the WIRE repository: ``hidden_layers`` counts the hidden layers after the first one, so a
-network has ``hidden_layers + 1`` nonlinear layers and one linear output layer (the default 2 gives the paper's
-"3 x 256").
-"""
+"""A ReLU MLP on a Fourier feature embedding: MLP+PE and MLP+RFF, filtered when the embedding is."""
 
 from __future__ import annotations
 
@@ -14,14 +9,7 @@ from rff_field.core.encodings import Encoding
 
 
 class FourierFeatureMLP(nn.Module):
-    """ReLU MLP on a Fourier feature embedding (``MLP+PE``/``MLP+RFF``; filtered when the encoding is).
-
-    Args:
-        encoding: The embedding, possibly a :class:`~rff_field.core.filter.FilteredEncoding`.
-        out_dim: Output channels.
-        hidden_features: Width of the hidden layers.
-        hidden_layers: Hidden layers after the first (WIRE convention).
-    """
+    """ReLU MLP on an embedding; ``hidden_layers`` counts those after the first (WIRE's convention: 2 is "3 x 256")."""
 
     def __init__(self, encoding: Encoding, out_dim: int, hidden_features: int = 256, hidden_layers: int = 2) -> None:
         super().__init__()

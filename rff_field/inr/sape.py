@@ -1,10 +1,6 @@
-"""SAPE (Hertz et al. 2021): spatially-adaptive progressive encoding, the paper's closest prior method (2D only).
-
-A ReLU MLP on ``[v, mask(v) * gamma(v)]``: in each cell of a ``res x res`` grid over [-1, 1]^2, frequency blocks are
-revealed lowest first, every ``T / (2 * blocks)`` iterations while the cell's (box-blurred) error stays above
-``epsilon``. The mask is the cell mask box-blurred and interpolated bilinearly, as in the authors'
-``SpatialControllerStashed`` (errors accumulate in the nearest cell instead of bilinear splatting).
-"""
+"""SAPE (Hertz et al. 2021), the paper's closest prior method (2D): a ReLU MLP on ``[v, mask(v) * gamma(v)]`` whose
+grid cells reveal frequency blocks, lowest first, while their error stays above ``epsilon``, as the authors'
+``SpatialControllerStashed`` does (errors go to the nearest cell instead of being splatted bilinearly)."""
 
 from __future__ import annotations
 
@@ -20,16 +16,8 @@ from rff_field.core.errors import UsageError
 
 
 class SapeMLP(nn.Module):
-    """SAPE on a Fourier embedding with a ReLU MLP (WIRE-style layer count).
-
-    Args:
-        encoding: PE or RFF embedding (2D input).
-        out_dim: Output channels.
-        hidden_features: Width of the hidden layers.
-        hidden_layers: Hidden layers after the first.
-        res: Cells per axis of the progression grid.
-        epsilon: Error (MSE) under which a cell stops progressing.
-    """
+    """SAPE on a 2D Fourier embedding with a ReLU MLP; ``res``: cells per axis of the progression grid; ``epsilon``:
+    the MSE under which a cell stops progressing."""
 
     def __init__(
         self,
@@ -104,8 +92,7 @@ class SapeMLP(nn.Module):
         return self.mlp(features).reshape(*coords.shape[:-1], self.out_dim)
 
     def _cached_embedding(self, coords: Tensor, flat: Tensor) -> tuple[Tensor, Tensor]:
-        """The embedding and mask of ``coords``, computed once while neither they nor the buffers (the grid's levels,
-        the frequencies; replaced by ``functional_call`` or changed in place) change."""
+        """The embedding and mask of ``coords``, recomputed only when they or the buffers are replaced or changed."""
         inputs = (coords, self.level, self.block_of, *self.encoding.buffers())
         versions = [tensor._version for tensor in inputs]
         if self._cache is not None:

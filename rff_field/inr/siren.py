@@ -25,15 +25,7 @@ class SineLayer(nn.Module):
 
 
 class Siren(nn.Module):
-    """SIREN: sine activations with its initialisation; a linear output layer initialised like a hidden one.
-
-    Args:
-        in_dim: Input coordinates.
-        out_dim: Output channels.
-        hidden_features: Width.
-        hidden_layers: Hidden layers after the first.
-        omega_0: Frequency factor of every sine layer.
-    """
+    """SIREN: sine layers and a linear output layer initialised like a hidden one."""
 
     def __init__(
         self,

@@ -10,10 +10,7 @@ from torch import Tensor, nn
 
 
 class ComplexGaborLayer(nn.Module):
-    """WIRE's complex Gabor wavelet ``exp(i omega0 z - |sigma0 z|^2)`` of ``z = W x + b``.
-
-    The first layer takes real input; later layers are complex.
-    """
+    """WIRE's complex Gabor wavelet ``exp(i omega0 z - |sigma0 z|^2)`` of ``z = W x + b`` (real input when first)."""
 
     def __init__(self, in_features: int, out_features: int, omega0: float, sigma0: float, is_first: bool) -> None:
         super().__init__()
@@ -27,19 +24,8 @@ class ComplexGaborLayer(nn.Module):
 
 
 class Wire(nn.Module):
-    """WIRE (Saragadam et al. 2023): complex Gabor layers; the real part of a complex linear output.
-
-    As in the WIRE repository, the complex width is ``int(hidden_features / sqrt(2))`` (181 for 256) so that the
-    parameter count matches a real network of ``hidden_features``.
-
-    Args:
-        in_dim: Input coordinates.
-        out_dim: Output channels.
-        hidden_features: Real-equivalent width.
-        hidden_layers: Hidden layers after the first.
-        omega0: Frequency of the wavelet.
-        sigma0: Inverse width of the wavelet.
-    """
+    """Complex Gabor layers and the real part of a complex linear output; the complex width is
+    ``int(hidden_features / sqrt(2))``, as in the WIRE repository, to match a real network's parameter count."""
 
     def __init__(
         self,

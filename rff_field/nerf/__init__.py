@@ -1,8 +1,5 @@
-"""The nerfstudio methods (``rff-nerf``, ``rff-nerfacto``) and what users do with their runs.
-
-:func:`quiet_known_warnings` is here, with the standard library only, so that the package's commands can call it
-before they import nerfstudio.
-"""
+"""The nerfstudio methods (``rff-nerf``, ``rff-nerfacto``) and what users do with their runs; this module imports only
+the standard library, so commands can call :func:`quiet_known_warnings` before they import nerfstudio."""
 
 import re
 import warnings
@@ -16,7 +13,7 @@ NOISY_WARNINGS = (
     "`torch.cuda.amp.custom_fwd(args...)` is deprecated",
     "`torch.cuda.amp.custom_bwd(args...)` is deprecated",
 )
-"""Warnings nerfstudio 1.1.5 raises with recent torch, on import or every step; nothing for a user to act on."""
+"""Warnings nerfstudio raises with recent torch, on import or every step; nothing for a user to act on."""
 
 
 def quiet_known_warnings() -> None:

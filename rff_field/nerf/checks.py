@@ -1,6 +1,5 @@
-"""Checks of a dataset folder before nerfstudio parses it: a wrong ``--data`` (a missing or unreadable image, a pose
-that is not rigid, intrinsics that are not finite and positive, sizes that are not the images') stops with one line
-naming the file and field, instead of a traceback from inside a data parser or a training that diverges on it."""
+"""Checks of a dataset folder before nerfstudio parses it: a wrong ``--data`` stops with one line naming the file and
+field, not a traceback from a data parser or a training that diverges on it."""
 
 from __future__ import annotations
 
@@ -64,10 +63,8 @@ def check_dataset(
 def _check_transforms(
     path: Path, intrinsics: tuple[str, ...], downscale: Optional[int] = None, least: int = 1, blender: bool = False
 ) -> Path:
-    """Raise :class:`UsageError` naming the file and field unless ``path`` lists at least ``least`` frames, each with
-    a rigid pose, the camera ``intrinsics`` (finite and positive, the sizes those of the images), finite distortion
-    and an image file as nerfstudio's parser names it (``blender``: with ``.png`` appended; else ``images_<downscale>/``
-    for a downscale) of one size and a mode it reads; returns the first image."""
+    """The first image of a transforms file that lists ``least`` frames with rigid poses, sound ``intrinsics`` and
+    distortion, and images of one size as nerfstudio's parser names them; else a :class:`UsageError` naming it."""
     if not path.is_file():
         raise UsageError(f"{path} does not exist; a dataset in this layout needs it")
     try:
@@ -117,9 +114,7 @@ DISTORTION = ("k1", "k2", "k3", "k4", "p1", "p2")
 
 
 def _check_camera_field(key: str, value: object, where: str) -> None:
-    """Raise :class:`UsageError` naming ``where`` for a camera field nerfstudio would misread or fail on: a pose that
-    is not a rigid 4x4 transform, intrinsics that are not finite and positive (``camera_angle_x`` below pi, sizes
-    whole numbers), non-finite distortion, an unknown camera model."""
+    """Raise :class:`UsageError` naming ``where`` for a camera field nerfstudio would misread or fail on."""
     if key == "camera_model":
         if not isinstance(value, str) or value not in CAMERA_MODEL_TO_TYPE:
             raise UsageError(f"{where} is {value!r}; nerfstudio knows {', '.join(CAMERA_MODEL_TO_TYPE)}")
@@ -148,8 +143,8 @@ def _check_camera_field(key: str, value: object, where: str) -> None:
 
 
 def _check_images(transforms: Path, images: list[Path]) -> tuple[Path, tuple[int, int]]:
-    """The first image and the size all images share; raises :class:`UsageError` for a missing or unreadable image,
-    images of different sizes, or a mode nerfstudio reads wrongly (it takes 8-bit L, RGB or RGBA)."""
+    """The first image and the size all share; a :class:`UsageError` for a missing, unreadable or odd-sized image, or a
+    mode nerfstudio reads wrongly (it takes 8-bit L, RGB or RGBA)."""
     from PIL import Image
 
     sizes = {}
@@ -173,8 +168,7 @@ def _check_images(transforms: Path, images: list[Path]) -> tuple[Path, tuple[int
 
 
 def check_scaled_size(image: Path, scale: float, option: str) -> None:
-    """Raise :class:`UsageError` unless ``image`` scaled by ``scale`` is large enough to evaluate, and one such image
-    (as nerfstudio holds it: 4 float channels) fits in memory."""
+    """Raise :class:`UsageError` unless ``image`` scaled by ``scale`` is large enough to evaluate and fits in memory."""
     from PIL import Image
 
     from rff_field.common.machine import check_memory
@@ -192,9 +186,8 @@ PROPOSAL_SAMPLE_BYTES = 256
 
 
 def check_model_memory(pipeline: Any, device: str) -> None:
-    """Raise :class:`UsageError` naming the option (the embedding's size, or rays per batch) whose memory on ``device``
-    cannot fit: the embedding's filter with Adam's state, and the samples' activations (a low estimate: the field's
-    MLP and the embedding for every sample, kept for backward in training)."""
+    """Raise :class:`UsageError` naming the option (the embedding's size, or rays per batch) whose memory cannot fit on
+    ``device``: the filter with Adam's state, and a low estimate of the samples' activations."""
     from rff_field.common.machine import TRAINING_BYTES_PER_PARAMETER, check_memory
     from rff_field.core.embedding import DEFAULT_NUM_FREQUENCIES
 

@@ -20,16 +20,8 @@ from rff_field.common.outputs import save_image, write_json
 def evaluate_views(
     pipeline: VanillaPipeline, output_dir: Optional[Path] = None, max_views: Optional[int] = None
 ) -> dict:
-    """Render the views of the pipeline's evaluation split (the test split with ``test_mode='test'``).
-
-    Args:
-        pipeline: A loaded or trained pipeline.
-        output_dir: Where to write ``renders/<view>_{gt,rgb,depth}.png`` and ``metrics.json`` (None: nothing).
-        max_views: At most this many views, evenly spaced over the split (None: all).
-
-    Returns:
-        ``{"mean": {...}, "num_views": n, "views": [{"view": name, "psnr": ..., "render_seconds": ...}, ...]}``.
-    """
+    """Metrics of the pipeline's evaluation views (at most ``max_views``, evenly spaced), as ``{"mean", "num_views",
+    "views"}``; with ``output_dir``, also ``renders/<view>_{gt,rgb,depth}.png`` and ``metrics.json`` there."""
     model = pipeline.model
     model.eval()
     loader = pipeline.datamanager.fixed_indices_eval_dataloader  # type: ignore[attr-defined]

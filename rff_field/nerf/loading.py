@@ -1,8 +1,5 @@
-"""Load a trained run (its ``config.yml`` and latest checkpoint), with one-line errors for wrong input.
-
-``config.yml`` is read by :class:`ConfigLoader`, which builds nerfstudio's and this package's config dataclasses and
-nothing else (nerfstudio's own ``load_config`` uses ``yaml.Loader``, which builds any object a file names).
-"""
+"""Load a trained run (its ``config.yml`` and latest checkpoint), with one-line errors; ``config.yml`` is read by a
+loader that builds config dataclasses only (nerfstudio's ``load_config`` builds any object a file names)."""
 
 from __future__ import annotations
 
@@ -24,16 +21,15 @@ from rff_field.nerf.filtered_model import FilteredModelConfig
 
 HINT = "pass the config.yml that ns-train printed at the end of training"
 CONFIG_MODULES = ("nerfstudio.", "rff_field.", "method_configs.", "torch.optim.")
-"""The modules whose config classes (and the classes and functions configs name, e.g. ``_target``) a run's
-config.yml may hold."""
+"""The modules whose configs (and classes and functions they name, e.g. ``_target``) a run's config.yml may hold."""
 PATHS = {f"pathlib.{name}": getattr(pathlib, name) for name in ("Path", "PosixPath", "WindowsPath", "PurePath",
                                                                  "PurePosixPath", "PureWindowsPath")}  # fmt: skip
 PYTHON_TAG = "tag:yaml.org,2002:python/"
 
 
 class ConfigLoader(yaml.SafeLoader):
-    """YAML's safe loader that also builds what nerfstudio's ``config.yml`` holds: dataclasses, classes, functions and
-    enums of :data:`CONFIG_MODULES`, paths and tuples. :func:`load_config_yaml` checks every tag before it builds."""
+    """YAML's safe loader that also builds :data:`CONFIG_MODULES`' dataclasses, classes, functions and enums, paths and
+    tuples; :func:`load_config_yaml` checks every tag before it builds."""
 
 
 def _allowed(name: str, kind: str) -> Any:
@@ -76,12 +72,8 @@ ConfigLoader.add_constructor(PYTHON_TAG + "tuple", lambda loader, node: tuple(lo
 
 
 def load_config_yaml(text: str, source: str) -> Any:
-    """The object a ``config.yml`` describes, built by :class:`ConfigLoader`.
-
-    Raises:
-        UsageError: Naming ``source`` and the tag, before anything is built, if the file holds an object this loader
-            does not build (anything but :data:`CONFIG_MODULES`' configs, paths and YAML's plain types).
-    """
+    """The object a ``config.yml`` describes; a :class:`UsageError` names ``source`` and the tag, before anything is
+    built, if it holds an object :class:`ConfigLoader` does not build."""
     loader = ConfigLoader(text)
     try:
         root = loader.get_single_node()
@@ -108,12 +100,8 @@ def load_config_yaml(text: str, source: str) -> Any:
 
 
 def read_run_config(config_path: Path) -> TrainerConfig:
-    """A run of this package's methods, with its checkpoint folder made absolute (beside ``config.yml``).
-
-    Raises:
-        UsageError: The file is missing, not a nerfstudio config (or holds objects :func:`load_config_yaml` does not
-            build), another method's run, or without a checkpoint.
-    """
+    """A run of this package's methods with a checkpoint, its checkpoint folder made absolute (beside ``config.yml``);
+    anything else is a :class:`UsageError`."""
     config_path = Path(config_path)
     if not config_path.is_file():
         raise UsageError(f"--load-config {config_path} is not a file; {HINT}")
@@ -138,8 +126,8 @@ def read_run_config(config_path: Path) -> TrainerConfig:
 def load_pipeline(
     config_path: Path, test_mode: Literal["test", "val", "inference"] = "inference"
 ) -> Tuple[TrainerConfig, Pipeline, int]:
-    """Load a trained run for inference (on CUDA when there is one), as nerfstudio's ``eval_setup`` does but without
-    its method registry; returns the config, the pipeline in eval mode and the checkpoint's step."""
+    """The config, the pipeline in eval mode (on CUDA when there is one) and the checkpoint's step of a trained run, as
+    nerfstudio's ``eval_setup`` but without its method registry."""
     config = read_run_config(config_path)
     checkpoint = max(config.relative_model_dir.glob("step-*.ckpt"), key=lambda p: int(p.stem.split("-")[1]))
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)

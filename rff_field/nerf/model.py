@@ -1,9 +1,5 @@
-"""``rff-nerf``: vanilla NeRF (coarse + fine fields) whose Fourier embeddings pass through the bias-free filter.
-
-The fields are nerfstudio's ``NeRFField`` given their encodings: the filter lives in the encoding
-(:class:`~rff_field.core.filter.FilteredEncoding`), so with ``embedding.filtered`` off the model is the "MLP+PE"
-baseline with the same fields, samplers and losses.
-"""
+"""``rff-nerf``: vanilla NeRF on nerfstudio's ``NeRFField`` whose encodings hold the bias-free filter, so with
+``embedding.filtered`` off it is the "MLP+PE" baseline with the same fields, samplers and losses."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
             encoding="pe", pe_bands="nerf-pytorch", num_frequencies=10, include_input=True
         )
     )
-    """The position embedding and its filter (nerf-pytorch's 10 bands; the filter's options apply to the direction
-    embedding too when it is filtered)."""
+    """The position embedding and its filter (whose options a filtered direction embedding shares)."""
     direction_num_frequencies: int = 4
     """PE bands per coordinate of the viewing direction (nerf-pytorch bands)."""
     filter_direction: bool = False
@@ -64,8 +59,7 @@ class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
     """Width of the colour head."""
 
     def direction_embedding(self) -> EmbeddingConfig:
-        """The direction embedding: nerf-pytorch PE bands, filtered with the position's filter options when
-        ``filter_direction``."""
+        """nerf-pytorch PE bands, filtered (with the position's filter options) when ``filter_direction``."""
         return replace(self.embedding, encoding="pe", pe_bands="nerf-pytorch", include_input=True,
                        num_frequencies=self.direction_num_frequencies, filtered=self.filter_direction)  # fmt: skip
 
@@ -90,11 +84,7 @@ class RFFNeRFModelConfig(FilteredModelConfig, ModelConfig):
 
 
 class RFFNeRFModel(FilteredModelMixin, Model):
-    """Coarse-to-fine NeRF with filtered Fourier embeddings and a line-searched filter learning rate.
-
-    Args:
-        config: The model's configuration.
-    """
+    """Coarse-to-fine NeRF with filtered Fourier embeddings and a line-searched filter learning rate."""
 
     config: RFFNeRFModelConfig
 

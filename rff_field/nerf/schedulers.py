@@ -1,9 +1,5 @@
-"""nerfstudio's exponential decay, with learning rates kept as Python floats.
-
-nerfstudio 1.1.5's ``ExponentialDecayScheduler`` returns numpy scalars, which end up in the checkpoint's scheduler
-and optimizer states; torch >= 2.6 loads checkpoints with ``weights_only=True`` by default and refuses numpy
-scalars, so ``ns-eval`` and ``ns-viewer`` could not load such a run. Same schedule, plain floats.
-"""
+"""nerfstudio's exponential decay with rates as Python floats: nerfstudio's own puts numpy scalars in checkpoints,
+which torch's default ``weights_only`` loading (in ``ns-eval``, ``ns-viewer``) refuses."""
 
 from __future__ import annotations
 

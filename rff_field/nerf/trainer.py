@@ -1,9 +1,5 @@
-"""nerfstudio's trainer for this package's methods: options and data checked before a run folder is written, the
-device chosen where the method leaves it open, and training stopped with one line when it diverges or collapses.
-
-Everything here is a subclass hook (``print_to_terminal``, ``train``, ``train_iteration``, ``save_checkpoint``):
-``ns-train`` and nerfstudio's other methods run as they are.
-"""
+"""nerfstudio's trainer for this package's methods, by subclass hooks: options and data checked before a run folder
+is written, the device chosen where left open, training stopped with one line when it diverges or collapses."""
 
 from __future__ import annotations
 
@@ -48,16 +44,14 @@ class RFFMachineConfig(MachineConfig):
 
 @dataclass
 class RFFTrainerConfig(TrainerConfig):
-    """nerfstudio's trainer config whose options, data and device ``ns-train`` settles before it prints and saves
-    it, so that a mistake stops at once with one line and leaves no run folder behind."""
+    """nerfstudio's trainer config, checked before ``ns-train`` saves it: a mistake leaves no run folder behind."""
 
     _target: Type = field(default_factory=lambda: RFFTrainer)
     machine: RFFMachineConfig = field(default_factory=RFFMachineConfig)
     """Machine configuration"""
 
     def prepare(self) -> list[str]:
-        """Choose the device and the options left to the data, then check options and data; returns notices of the
-        choices a user should know of. Raises :class:`UsageError`."""
+        """Choose the device and the options left to the data, check options and data; returns notices of choices."""
         notices = []
         if self.data is not None:  # ns-train's --data, as its main sets it just before
             self.pipeline.datamanager.data = self.data
@@ -98,21 +92,16 @@ class RFFTrainerConfig(TrainerConfig):
 
 
 class RFFTrainer(Trainer):
-    """nerfstudio's ``Trainer`` that stops a diverged or collapsed run, and ends training after the step on Ctrl-C.
-
-    Each step's loss and the largest opacity a training ray accumulated are kept on the device; they are read where
-    nerfstudio logs its scalars (``--logging.steps-per-log``), and the parameters before every checkpoint, so that
-    no checkpoint of a non-finite state is written.
-    """
+    """nerfstudio's ``Trainer`` that stops a diverged or collapsed run and ends training after the step on Ctrl-C. Its
+    checks read the device only when nerfstudio logs, and before every checkpoint (none of a non-finite state)."""
 
     config: RFFTrainerConfig
     interrupted = False  # whether Ctrl-C ended training early (its checkpoint is saved)
     _first_bad = _empty_steps = None  # on the device: the first step with a non-finite loss, the empty steps in a row
 
     def train(self) -> None:
-        """Train (what ``ns-train`` runs); a divergence or collapse prints one line and exits with status 3, Ctrl-C
-        with 130 after the step's checkpoint (a second Ctrl-C at once, without one). Ctrl-C in the viewer after
-        training has completed ends it as nerfstudio does, with 0."""
+        """Train; a divergence or collapse exits with one line and status 3, Ctrl-C with 130 (after the step's
+        checkpoint; a second Ctrl-C at once), Ctrl-C in the viewer after training with 0 (as nerfstudio)."""
         prog = Path(sys.argv[0]).name
         try:
             self.train_checked()
@@ -133,8 +122,7 @@ class RFFTrainer(Trainer):
             sys.exit(INTERRUPTED_EXIT_STATUS)
 
     def train_checked(self) -> None:
-        """Train; raises :class:`TrainingDiverged`. The first Ctrl-C ends training after its step, with a checkpoint
-        as at the end (``--load-dir`` goes on from it); a second one stops at once."""
+        """Train; the first Ctrl-C ends training after its step with a checkpoint, a second stops at once."""
         previous = signal.getsignal(signal.SIGINT)
         watch = threading.current_thread() is threading.main_thread() and previous is not signal.SIG_IGN
 
@@ -176,8 +164,8 @@ class RFFTrainer(Trainer):
         super().save_checkpoint(step)
 
     def check_health(self, step: int, parameters: bool = False) -> None:
-        """Raise :class:`TrainingDiverged` (after stopping the trainer and its viewer) for a non-finite loss (or
-        parameter, with ``parameters``) or a field that met no ray for :data:`COLLAPSE_STEPS` steps."""
+        """Raise :class:`TrainingDiverged` (stopping the trainer) for a non-finite loss (or parameter, with
+        ``parameters``) or a field that met no ray for :data:`COLLAPSE_STEPS` steps."""
         if self._first_bad is None:
             return
         first_bad, empty_steps = (int(value) for value in torch.stack([self._first_bad, self._empty_steps]).tolist())
@@ -193,8 +181,7 @@ class RFFTrainer(Trainer):
                       f"steps (step {step}), the loss sits at the background; try {hints}")  # fmt: skip
 
     def rate_hints(self, groups: list[str]) -> str:
-        """Lower rates of the optimizer ``groups`` to try, with their values (the filter's: its line search's bound
-        when that sets its rate)."""
+        """Lower rates of the optimizer ``groups`` to try, with their values (the line search's bound for a filter)."""
         search = self.pipeline.model.config.line_search
         hints = []
         for name in groups:

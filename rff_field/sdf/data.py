@@ -1,11 +1,5 @@
-"""Shapes for SDF regression with BACON's protocol: a watertight mesh, BACON's normalisation, and training samples
-with exact signed distances.
-
-As BACON's ``MeshSDF``, each step draws surface points, moves half of them by Laplace noise of scale 0.1 (coarse)
-and half by 1e-3 (fine), wraps points that leave [-0.5, 0.5]^3 around, and regresses their signed distances
-(negative inside). BACON estimates them from a point cloud; here they are exact (open3d: distance to the triangles,
-sign by ray parity), which needs a watertight mesh.
-"""
+"""Shapes for SDF regression with BACON's protocol: a watertight mesh, BACON's normalisation, and BACON's training
+samples with exact signed distances (BACON estimates them from points; exact ones need a watertight mesh)."""
 
 from __future__ import annotations
 
@@ -45,17 +39,8 @@ def _fill_holes(mesh: trimesh.Trimesh, rounds: int = 8) -> trimesh.Trimesh:
 
 
 def load_mesh(path: Path, fill_holes: bool = False) -> trimesh.Trimesh:
-    """Read a PLY/OBJ/OFF/STL triangle mesh (repeated vertices merged) that bounds a volume; bad geometry is refused,
-    not repaired.
-
-    Args:
-        path: The mesh file.
-        fill_holes: Close its holes first (open3d's ``fill_holes``).
-
-    Raises:
-        UsageError: Naming the file, if it is missing or unreadable, has non-finite or out-of-range vertices,
-            degenerate triangles, or is not a closed surface around a volume.
-    """
+    """A PLY/OBJ/OFF/STL triangle mesh that bounds a volume (its holes closed first with ``fill_holes``); bad geometry
+    is a :class:`UsageError` naming the file, not repaired."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"mesh file {path} does not exist")
@@ -108,8 +93,7 @@ class Normalization:
 
     @classmethod
     def of(cls, vertices: Float[np.ndarray, "v 3"]) -> Normalization:
-        """BACON's ``MeshSDF.normalize``: centred on the vertex mean, one scale for all axes that maps the lowest and
-        highest coordinate to -0.45 and 0.45."""
+        """BACON's ``MeshSDF.normalize``: centred on the vertex mean, one scale mapping the extremes to -0.45, 0.45."""
         center = np.asarray(vertices, dtype=np.float64).mean(axis=0)
         lo, hi = float((vertices - center).min()), float((vertices - center).max())
         scale = 0.9 / (hi - lo)
@@ -130,14 +114,8 @@ def load_shape(path: Optional[Path], fill_holes: bool = False) -> tuple[trimesh.
 
 
 class ShapeSampler:
-    """Exact signed distances to a watertight mesh in BACON's unit space, and BACON's training samples.
-
-    Args:
-        mesh: The watertight mesh, in unit space.
-        coarse_scale: Laplace scale of the coarse half of each batch.
-        fine_scale: Laplace scale of the fine half.
-        seed: Seed of the sampling.
-    """
+    """Exact signed distances to a watertight mesh in BACON's unit space, and BACON's training samples: surface points
+    moved by Laplace noise of ``coarse_scale`` (half) and ``fine_scale``, wrapped into [-0.5, 0.5]^3."""
 
     def __init__(self, mesh: trimesh.Trimesh, coarse_scale: float = 0.1, fine_scale: float = 1e-3, seed: int = 0):
         self.mesh = mesh

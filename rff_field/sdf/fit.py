@@ -1,11 +1,5 @@
-"""SDF regression with BACON's protocol on the fit loop: from a mesh file to the fitted network, its mesh (in the
-file's own coordinates) and its distance to the ground truth.
-
-Defaults follow the BACON repository's SDF experiments, which the paper reuses: 10,000 samples a step, the loss
-``sum fine^2 + 1e-2 sum coarse^2`` (averaged over BACON's outputs), Adam with AMSGrad, the gradient norm clipped to
-1, the rate decaying log-linearly to 1e-4; ReLU MLPs of 8 layers of 256 (BACON's ``ff``), SIREN and BACON of 8
-hidden layers; WIRE and GAUSS with the WIRE repository's occupancy constants.
-"""
+"""SDF regression on the fit loop with the BACON repository's protocol (which the paper reuses; WIRE's occupancy
+constants for WIRE and GAUSS): from a mesh file to the fitted network, its mesh and its distance to the truth."""
 
 from __future__ import annotations
 
@@ -53,7 +47,7 @@ class SDFNetworkConfig(NetworkConfig):
     """The network of an SDF fit (defaults: BACON's SDF setup; WIRE's occupancy script for WIRE and GAUSS)."""
 
     embedding: EmbeddingConfig = field(default_factory=lambda: EmbeddingConfig(rff_sigma=8.0))
-    """The Fourier feature embedding of ``mlp``; here 32 log-linear bands per axis, or 128 RFF of sigma 8."""
+    """The Fourier feature embedding of ``mlp``: 32 log-linear bands per axis, or 128 RFF of sigma 8."""
     hidden_layers: Optional[int] = None  # type: ignore[assignment]
     """Hidden layers after the first; default 7 (BACON's 8-layer ReLU MLP), 8 for SIREN and BACON."""
     wire_omega0: float = 10.0
@@ -137,8 +131,7 @@ class SDFTask(FitTask):
 
 @torch.no_grad()
 def mesh_network(network: nn.Module, resolution: int, progress: bool = True) -> trimesh.Trimesh:
-    """Marching cubes of the network's zero level set on a ``resolution**3`` grid over BACON's unit box
-    [-0.5, 0.5]^3, in that box's coordinates."""
+    """The network's zero level set on a ``resolution**3`` grid over BACON's unit box, in its coordinates."""
     if progress:
         logger.info(f"meshing the zero level set on a {resolution}^3 grid ({resolution**3:,} points)")
     device = next(network.parameters()).device
@@ -155,15 +148,9 @@ def fit_shape(
     overwrite: bool = False,
     progress: bool = True,
 ) -> dict:
-    """Fit the SDF of the mesh file ``mesh`` (None: the generated shape) and write into ``out``: ``model.pt``,
-    ``mesh.ply`` (in the mesh file's coordinates), ``render.png`` and ``metrics.json`` (last), the metrics measured in
-    BACON's unit space (the shape in [-0.45, 0.45]^3). A fit stopped by its time budget keeps its checkpoint (the
-    same call goes on); a diverged one writes its last finite state and ``metrics.json`` marked ``diverged``, no mesh
-    (the caller raises). A finished fit in ``out`` is replaced only with ``overwrite``.
-
-    Returns:
-        The metrics.
-    """
+    """Fit the SDF of the mesh file ``mesh`` (None: the generated shape) and write :data:`OUTPUTS` into ``out``;
+    returns the metrics. A stopped fit keeps its checkpoint; a diverged one writes its last finite state, marked
+    ``diverged`` and not meshed, for the caller to raise."""
     truth, normalization = load_shape(mesh, fill_holes)
     network_config = config.network.resolved()
     device = config.train.torch_device()
@@ -217,12 +204,8 @@ def _fit(config: SDFFitConfig, network: nn.Module, network_config: NetworkConfig
 
 
 def load_fit(folder: Path) -> tuple[nn.Module, Normalization]:
-    """The network of a finished SDF fit in ``folder`` (in eval mode: points of BACON's unit box ``[N, 3]`` to signed
-    distances ``[N, 1]``) and the map from the fitted mesh file's units into that box.
-
-    Raises:
-        UsageError: If the folder holds no finished fit: none, one that diverged or one stopped before its end.
-    """
+    """The network of the finished SDF fit in ``folder`` (BACON's unit box to signed distances, eval mode) and the map
+    from the fitted mesh file's units into that box."""
     network, metrics = load_trained_network(
         folder, lambda metrics: build_network(config_from_dict(NetworkConfig, metrics["network"]), 3, 1), "rff-sdf fit"
     )

@@ -1,8 +1,5 @@
-"""How close a reconstructed surface is to the ground truth: Chamfer distance, normal consistency and F-score.
-
-Points are sampled uniformly by area on each surface, and each one's distance is measured exactly to the other
-*surface* (its closest point on the triangles, by open3d), so the numbers have no sampling floor.
-"""
+"""How close a reconstructed surface is to the truth: Chamfer distance, normal consistency and F-score, from points
+sampled on each surface to the other's exact closest points (no sampling floor)."""
 
 from __future__ import annotations
 
@@ -24,9 +21,8 @@ def closest_points(mesh: trimesh.Trimesh, points: np.ndarray) -> tuple[np.ndarra
 def shape_metrics(
     pred: trimesh.Trimesh, truth: trimesh.Trimesh, num_samples: int = 100_000, f_threshold: float = 0.005, seed: int = 0
 ) -> dict[str, Optional[float]]:
-    """Chamfer distance (mean squared distance summed over both directions, each direction too, and the L1 form),
-    normal consistency (mean ``|cos|`` between normals at closest points) and F-score at ``f_threshold`` of
-    ``pred`` against ``truth``; the distances are None when ``pred`` is empty."""
+    """Chamfer distance (mean squared, both directions summed; each one and the L1 form too), normal consistency and
+    F-score at ``f_threshold`` of ``pred`` against ``truth``; the distances are None when ``pred`` is empty."""
     if pred.is_empty:
         return {"chamfer": None, "chamfer_pred_to_truth": None, "chamfer_truth_to_pred": None, "chamfer_l1": None,
                 "normal_consistency": None, "f_score": 0.0}  # fmt: skip
