@@ -39,8 +39,8 @@ def load_trained_network(folder: Path, build: Callable[[dict], nn.Module], comma
     metrics; a :class:`UsageError` unless the folder holds a finished fit of ``command``."""
     folder = Path(folder)
     if not (folder / "metrics.json").is_file() or not (folder / WEIGHTS_FILE).is_file():
-        raise UsageError(f"{folder} holds no finished fit (metrics.json and {WEIGHTS_FILE}); give the --out folder "
-                         f"of a `{command}`")  # fmt: skip
+        raise UsageError(f"{folder} holds no finished fit (metrics.json and {WEIGHTS_FILE}); give the --output-dir "
+                         f"folder of a `{command}`")  # fmt: skip
     try:
         metrics = json.loads((folder / "metrics.json").read_text())
         network = build(metrics)
