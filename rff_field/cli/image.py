@@ -96,8 +96,9 @@ class Render:
 @dataclass
 class Bench:
     """Fit every variant to every image; write runs/<image>/<variant>/ and results.json, results.md, results.png.
-    A variant is [LABEL:]PRESET[,key=value...]: a preset of --variants' default and options by dotted name, e.g.
-    wide:filtered-pe,hidden_features=512. A rerun skips finished jobs and resumes an unfinished one."""
+    A variant is [LABEL:]PRESET[,key=value...]: a preset (mlp-pe, mlp-rff, filtered-pe, filtered-rff, siren, gauss,
+    wire, sape) and options by dotted name, e.g. wide:filtered-pe,hidden_features=512. A rerun skips finished jobs and
+    resumes an unfinished one."""
 
     images: Path
     """Folder of images (or one image file)."""

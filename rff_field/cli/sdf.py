@@ -95,8 +95,9 @@ class Mesh:
 @dataclass
 class Bench:
     """Fit every variant to every shape with one protocol (as in `fit`); write runs/<shape>/<variant>/ and
-    results.json, results.md. A variant is [LABEL:]PRESET[,key=value...]: a preset of --variants' default and options
-    by dotted name, e.g. wide:mlp-pe,hidden_features=157. A rerun skips finished jobs and resumes an unfinished one."""
+    results.json, results.md. A variant is [LABEL:]PRESET[,key=value...]: a preset (mlp-pe, mlp-rff, filtered-pe,
+    filtered-rff, siren, gauss, wire, bacon) and options by dotted name, e.g. wide:mlp-pe,hidden_features=157. A rerun
+    skips finished jobs and resumes an unfinished one."""
 
     meshes: tuple[Path, ...] = ()
     """Watertight meshes (named by their file names); default: the generated bumpy sphere."""

@@ -87,7 +87,7 @@ def keep_components(mesh: trimesh.Trimesh, min_fraction: float = 0.0) -> trimesh
 
 
 def write_mesh(mesh: trimesh.Trimesh, path: Path, overwrite: bool = False) -> Path:
-    """Write a mesh by its suffix (PLY keeps vertex colours), replacing a file only with ``overwrite``; never empty."""
+    """Write a non-empty mesh by its suffix (PLY keeps vertex colours), replacing a file only with ``overwrite``."""
     path = Path(path)
     if mesh.is_empty:
         raise UsageError(f"refusing to write an empty mesh to {path}")

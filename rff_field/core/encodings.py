@@ -1,5 +1,5 @@
 """Fourier feature embeddings ``[sin(2 pi B v), cos(2 pi B v)]``: on-axis PE and random Fourier features (RFF), in
-cycles per unit; nerfstudio ``Encoding``s (a stand-in without nerfstudio, so the core needs only torch)."""
+cycles per unit; they subclass nerfstudio's ``Encoding`` (a stand-in without nerfstudio: the core needs only torch)."""
 
 from __future__ import annotations
 

@@ -40,8 +40,7 @@ def _steps_only(value: Any) -> Any:
 
 
 def settings_key(*parts: Any) -> str:
-    """What a checkpoint must have been written with to resume (plain data), as one string, less
-    :data:`REPORTING_OPTIONS`."""
+    """What a checkpoint must have been written with to resume (plain data, less :data:`REPORTING_OPTIONS`), as text."""
     return json.dumps(_steps_only(json.loads(json.dumps(list(parts), default=str))), sort_keys=True)
 
 
