@@ -1,11 +1,6 @@
-"""The one fit loop that image and SDF fits share (SIREN's ``training.py`` is the model).
-
-An application builds its network and a :class:`FitTask` (the loss of a step, drawing its own batch) and calls
-:func:`train`. The loop owns the rest: Adam on two named groups (the INR's, decaying log-linearly, and the filter's,
-set every step by the line search or kept at a constant rate), the divergence guard, the time budget, Ctrl-C and
-SIGTERM, checkpoints (a resumed fit takes the same steps, to the bit, as one never stopped), progress and the
-per-step history.
-"""
+"""The fit loop of image and SDF fits: an application gives its network and a :class:`FitTask`; the loop owns Adam
+on the INR's and the filter's groups, the divergence guard, the time budget, Ctrl-C, checkpoints (a resumed fit takes
+the same steps, to the bit) and the history."""
 
 from __future__ import annotations
 
@@ -33,7 +28,7 @@ from rff_field.fit.checkpoint import load_checkpoint, save_checkpoint
 logger = logging.getLogger(__name__)
 
 HISTORY_BYTES_PER_STEP = 256
-"""Memory the record of a step takes (its loss and line search on the device, then as lists and in metrics.json)."""
+"""Memory a step's record takes (on the device, then as lists and in metrics.json)."""
 CHECKPOINT_EVERY_S = 300.0
 """Seconds between checkpoints of a running fit (besides those written when it stops)."""
 
@@ -99,28 +94,25 @@ class TrainConfig:
 
 
 class FitTask:
-    """What an application fits: the loss of a step, drawing its own batch. Override :meth:`loss`; a task that
-    draws random batches keeps its generator's state in :meth:`state_dict`."""
+    """What an application fits: :meth:`loss` of a step (0-based, drawing its own batch); a task with random batches
+    keeps its generator's state in :meth:`state_dict`."""
 
     def loss(self, model: nn.Module, step: int) -> Tensor:
-        """The scalar training loss of step ``step`` (0-based), with its autograd graph."""
         raise NotImplementedError
 
     def state_dict(self) -> dict:
-        """What a resumed fit needs to draw the same batches (e.g. a generator's state)."""
         return {}
 
     def load_state_dict(self, state: dict) -> None:
-        """Put back what :meth:`state_dict` returned."""
+        pass
 
     def describe(self, loss: float) -> str:
-        """The progress bar's text for the loss of the last step."""
         return f"loss {loss:.4g}"
 
 
 @dataclass
 class FitHistory:
-    """What :func:`train` did. A diverged fit's model is back at its last finite state, of step ``steps``."""
+    """What :func:`train` did (a diverged fit's model is back at its last finite state, of step ``steps``)."""
 
     steps: int
     """Steps kept (all of them, or up to the last finite state, or to where the time budget stopped the fit)."""
@@ -159,8 +151,8 @@ class FitInterrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def stop_requests() -> Iterator[dict]:
-    """Within the block, the first SIGINT or SIGTERM sets ``requested`` in the yielded dict instead of ending the
-    process; a second one acts at once. Only in the main thread; a signal the process ignores stays ignored."""
+    """In the block the first SIGINT or SIGTERM sets ``requested`` in the yielded dict, a second acts at once (main
+    thread only; an ignored signal stays ignored)."""
     flags = {"requested": False}
     if threading.current_thread() is not threading.main_thread():
         yield flags
@@ -233,7 +225,7 @@ class FitRun:
         return (config.lr_final / config.lr) ** progress
 
     def resume(self) -> None:
-        """Go on from the checkpoint when there is one written with the same settings."""
+        """Go on from a checkpoint written with the same settings, if any."""
         saved = load_checkpoint(self.checkpoint, self.settings)
         if saved is not None:
             first = self.first = saved["step"]
@@ -269,7 +261,6 @@ class FitRun:
         self.scheduler.step()
 
     def seconds(self) -> float:
-        """Training time over every run of this fit."""
         return self.seconds_before + time.perf_counter() - self.started
 
     def save(self, done: int) -> None:
@@ -283,7 +274,6 @@ class FitRun:
         save_checkpoint(self.checkpoint, state)
 
     def detach(self) -> None:
-        """Remove the line search's hooks from the optimizer."""
         if self.search is not None:
             self.search.remove()
 
@@ -311,25 +301,10 @@ def train(
     progress: bool = True,
     steps_per_iter: int = 1,
 ) -> FitHistory:
-    """Train ``model`` (already on its device) on ``task``.
-
-    Args:
-        model: The network; its filters (found by type) form the optimizer group ``filter``.
-        task: The loss of each step.
-        config: The optimisation, its rates resolved (:meth:`TrainConfig.with_rates`) and checked.
-        iterations: How long to train: passes over an image, steps of an SDF fit.
-        checkpoint: A file to resume from and to save to: every few minutes, on Ctrl-C/SIGTERM, at the time budget
-            and at the end of training (so that an interrupted measurement does not train again).
-        settings: What the checkpoint must have been written with (:func:`~rff_field.fit.checkpoint.settings_key`).
-        description: The progress bar's label.
-        progress: Show the progress bar.
-        steps_per_iter: Optimizer steps per iteration (an image's mini-batches); the schedule, the checks and the
-            checkpoints go by iterations.
-
-    Raises:
-        FitInterrupted: At the end of the step during which Ctrl-C or SIGTERM came, after saving the checkpoint.
-        UsageError: If ``checkpoint`` holds a fit with other settings.
-    """
+    """Train ``model`` (on its device) on ``task`` for ``iterations`` (passes over an image of ``steps_per_iter``
+    batches, or SDF steps) with ``config`` (rates decided by :meth:`TrainConfig.with_rates`). ``checkpoint``: resumed
+    from when written with ``settings``, saved every few minutes, on Ctrl-C (then :class:`FitInterrupted`), at the
+    time budget and at the end."""
     run = FitRun(model, task, config, checkpoint, settings, iterations, steps_per_iter)
     run.resume()
     steps, check_every = run.steps, config.log_every * steps_per_iter

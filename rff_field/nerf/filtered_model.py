@@ -1,10 +1,6 @@
-"""What the NeRF models with a filtered embedding share (``rff-nerf``, ``rff-nerfacto``): the filter's optimizer
-group, the line search hooked into nerfstudio's trainer, the filter's last rate kept in the checkpoint and shown in
-the viewer, what the trainer's guards read, LPIPS when its weights load, and subnormal floats flushed on the CPU.
-
-A model class lists :class:`FilteredModelMixin` before its nerfstudio base class, calls :meth:`setup_filter` in
-``populate_modules`` and :meth:`record_training` in ``get_loss_dict``, and defines ``has_filter``.
-"""
+"""What ``rff-nerf`` and ``rff-nerfacto`` share: the filter's optimizer group, its line search in nerfstudio's
+trainer, its last rate in the checkpoint and the viewer, what the trainer's guards read, LPIPS when its weights load,
+subnormals flushed on the CPU."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
 from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.filter import FILTER_GROUP
-from rff_field.nerf.datamanager import SeededParallelDataManagerConfig, SizedDataManagerConfig
+from rff_field.nerf.datamanager import QuietDataManagerConfig
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.model import RFFNeRFModelConfig
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
@@ -69,7 +69,7 @@ def rff_nerf_config(lite: bool = False) -> RFFTrainerConfig:
         "rff-nerf",
         lite,
         RFFPipelineConfig(
-            datamanager=SizedDataManagerConfig(
+            datamanager=QuietDataManagerConfig(
                 dataparser=BlenderDataParserConfig(), train_num_rays_per_batch=rays, eval_num_rays_per_batch=rays
             ),
             model=model,
@@ -100,11 +100,11 @@ def rff_nerfacto_config(lite: bool = False) -> RFFTrainerConfig:
             ],
             implementation="torch", eval_num_rays_per_chunk=4096, average_init_density=0.01,
         )  # fmt: skip
-        datamanager = SizedDataManagerConfig(dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=512,
+        datamanager = QuietDataManagerConfig(dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=512,
                                             eval_num_rays_per_batch=512)  # fmt: skip
     else:
         model = RFFNerfactoModelConfig(eval_num_rays_per_chunk=1 << 15, average_init_density=0.01)
-        datamanager = SeededParallelDataManagerConfig(
+        datamanager = QuietDataManagerConfig(
             dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=4096, eval_num_rays_per_batch=4096
         )
     optimizers = {

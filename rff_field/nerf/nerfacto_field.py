@@ -1,10 +1,5 @@
-"""The main field of ``rff-nerfacto``: nerfstudio's ``NerfactoField`` whose hash grid and its MLP are replaced by a
-(filtered) Fourier feature embedding of the contracted position and an MLP.
-
-Everything else is nerfacto's: scene contraction, the direction encoding, the appearance embedding, the heads, and
-``implementation`` (tinycudann MLPs when installed). The embedding and the filter are always torch: tinycudann's
-frequency encoding has only NeRF's ``2**k`` bands, and the filter must see the embedding.
-"""
+"""``rff-nerfacto``'s main field: nerfacto's, with a (filtered) Fourier embedding and an MLP in place of its hash
+grid. The embedding and filter are torch: tinycudann's frequency encoding has only ``2**k`` bands."""
 
 from __future__ import annotations
 
@@ -20,15 +15,7 @@ from rff_field.core.embedding import EmbeddingConfig
 
 class FourierDensityMLP(nn.Module):
     """``[density logit, geometry features]`` of nerfacto's normalised position ``p`` in ``[0, 1]^3``; the embedding
-    sees ``4 p - 2``, the contracted position (world units inside the unit ball, ``[-2, 2]^3`` in all).
-
-    Args:
-        position: The position embedding, filtered or not.
-        num_layers: Layers of the MLP.
-        layer_width: Width of its hidden layers.
-        out_dim: 1 + the geometry features' width.
-        implementation: ``tcnn`` (tinycudann's fused MLP; torch when it is missing) or ``torch``.
-    """
+    sees ``4 p - 2``, the contracted position (world units inside the unit ball, ``[-2, 2]^3`` in all)."""
 
     def __init__(
         self, position: EmbeddingConfig, num_layers: int, layer_width: int, out_dim: int, implementation: str
@@ -43,17 +30,8 @@ class FourierDensityMLP(nn.Module):
 
 
 class FourierNerfactoField(NerfactoField):
-    """``NerfactoField`` with :class:`FourierDensityMLP` as its ``mlp_base``.
-
-    Args:
-        aabb: The scene box.
-        num_images: Training images (one appearance embedding each).
-        position: The position embedding, filtered or not.
-        num_layers: Layers of the density MLP.
-        hidden_dim: Width of the density MLP.
-        implementation: ``tcnn`` or ``torch`` for nerfacto's MLPs and encodings.
-        **nerfacto_args: Further arguments of ``NerfactoField`` (heads, appearance, normals, contraction).
-    """
+    """``NerfactoField`` with :class:`FourierDensityMLP` as its ``mlp_base`` (``num_layers`` x ``hidden_dim``);
+    ``nerfacto_args`` go to ``NerfactoField``."""
 
     def __init__(
         self,
@@ -65,9 +43,8 @@ class FourierNerfactoField(NerfactoField):
         implementation: Literal["tcnn", "torch"] = "tcnn",
         **nerfacto_args,
     ) -> None:
-        # the smallest hash grid nerfstudio builds, replaced below
+        # NerfactoField takes no position network and reads self.mlp_base in get_density: build its smallest hash
+        # grid and replace it (the grid's settings stay as its buffers)
         super().__init__(aabb, num_images, num_layers=1, hidden_dim=hidden_dim, num_levels=1, max_res=16,
                          log2_hashmap_size=4, implementation=implementation, **nerfacto_args)  # fmt: skip
-        for name in ("max_res", "num_levels", "log2_hashmap_size"):  # the hash grid's settings, kept as buffers
-            delattr(self, name)
         self.mlp_base = FourierDensityMLP(position, num_layers, hidden_dim, 1 + self.geo_feat_dim, implementation)

@@ -30,16 +30,8 @@ def run_config(base: RFFTrainerConfig, data: Path, output_dir: Path, steps: int,
 
 
 def train_in_process(config: RFFTrainerConfig, on_setup: Optional[Callable[[RFFTrainer], None]] = None) -> Path:
-    """Train ``config`` here, one process; returns the run's ``config.yml``.
-
-    Args:
-        config: The trainer config; its timestamp is set now.
-        on_setup: Called with the trainer after its setup and before the first step (e.g. to watch it).
-
-    Raises:
-        UsageError: Options or data that cannot work. TrainingDiverged: as ``ns-train`` stops with status 3.
-        KeyboardInterrupt: Ctrl-C ended training after a step (its checkpoint is saved).
-    """
+    """Train ``config`` in this process and return the run's ``config.yml``; ``on_setup(trainer)`` runs before the
+    first step. Raises ``UsageError``, ``TrainingDiverged`` or ``KeyboardInterrupt`` where ``ns-train`` exits."""
     for log in (writer.EVENT_WRITERS, writer.EVENT_STORAGE, writer.GLOBAL_BUFFER, profiler.PROFILER):
         log.clear()  # nerfstudio keeps an earlier run's writers in module globals
     config.set_timestamp()

@@ -3,7 +3,6 @@ checkpointed and logged, loaded and evaluated on its test views without the view
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
@@ -50,12 +49,10 @@ def test_a_loaded_run_renders_and_scores_its_test_views_without_the_viewer(train
     assert (tmp_path / "metrics.json").is_file()
 
 
-def test_the_image_loaders_ask_for_no_more_workers_than_the_process_may_use_cpus(trained):
+def test_loading_a_run_warns_of_no_image_loader_workers(trained):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, pipeline, _ = load_pipeline(trained["config_path"], test_mode="test")
-    loaders = (pipeline.datamanager.train_image_dataloader, pipeline.datamanager.eval_image_dataloader)
-    assert max(loader.num_workers for loader in loaders) <= len(os.sched_getaffinity(0))
+        load_pipeline(trained["config_path"], test_mode="test")
     assert not [warning for warning in caught if "worker" in str(warning.message)]
 
 
