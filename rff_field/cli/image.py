@@ -95,10 +95,8 @@ class Render:
 
 @dataclass
 class Bench:
-    """Fit every variant to every image; write runs/<image>/<variant>/ and results.json, results.md, results.png.
-    A variant is [LABEL:]PRESET[,key=value...]: a preset (mlp-pe, mlp-rff, filtered-pe, filtered-rff, siren, gauss,
-    wire, sape) and options by dotted name, e.g. wide:filtered-pe,hidden_features=512. A rerun skips finished jobs and
-    resumes an unfinished one."""
+    """Fit every variant ([LABEL:]PRESET[,key=value...]; presets mlp-pe, mlp-rff, filtered-pe, filtered-rff, siren,
+    gauss, wire, sape) to every image into runs/<image>/<variant>/ and results.json/md/png; a rerun goes on."""
 
     images: Path
     """Folder of images (or one image file)."""

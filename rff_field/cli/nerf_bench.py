@@ -1,6 +1,5 @@
-"""``rff-nerf-bench``: variants of the NeRF methods trained on one scene, one after another, and evaluated on its test
-views, in one table (results.json, results.md). A variant is ``[LABEL:]METHOD[,key=value...]``: trainer options by
-dotted path or unambiguous tail (``embedding.filtered=false``); a rerun skips the finished variants."""
+"""``rff-nerf-bench``: variants ``[LABEL:]METHOD[,key=value...]`` of the NeRF methods trained on one scene and
+evaluated on its test views, in one table (results.json, results.md); a rerun skips finished variants."""
 
 from __future__ import annotations
 

@@ -16,9 +16,8 @@ from rff_field.sdf.fit import SDFFitConfig
 
 @dataclass
 class Fit:
-    """Fit the SDF of one watertight mesh (defaults: BACON's SDF experiments, which take 200,000 steps); write
-    mesh.ply (in the mesh's coordinates), render.png, model.pt and metrics.json (Chamfer distance, normal consistency
-    and F-score in BACON's unit space). After Ctrl-C or --time-budget, rerun to go on."""
+    """Fit the SDF of one watertight mesh (defaults: BACON's, 200,000 steps); write mesh.ply, render.png, model.pt and
+    metrics.json (Chamfer, normal consistency, F-score). After Ctrl-C or --time-budget, rerun to go on."""
 
     mesh: Optional[Path] = None
     """The shape: a watertight PLY, OBJ, OFF or STL mesh; default: a generated bumpy sphere."""
@@ -94,10 +93,8 @@ class Mesh:
 
 @dataclass
 class Bench:
-    """Fit every variant to every shape with one protocol (as in `fit`); write runs/<shape>/<variant>/ and
-    results.json, results.md. A variant is [LABEL:]PRESET[,key=value...]: a preset (mlp-pe, mlp-rff, filtered-pe,
-    filtered-rff, siren, gauss, wire, bacon) and options by dotted name, e.g. wide:mlp-pe,hidden_features=157. A rerun
-    skips finished jobs and resumes an unfinished one."""
+    """Fit every variant ([LABEL:]PRESET[,key=value...]; presets mlp-pe, mlp-rff, filtered-pe, filtered-rff, siren,
+    gauss, wire, bacon) to every shape into runs/<shape>/<variant>/ and results.json/md; a rerun goes on."""
 
     meshes: tuple[Path, ...] = ()
     """Watertight meshes (named by their file names); default: the generated bumpy sphere."""

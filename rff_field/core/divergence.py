@@ -56,9 +56,8 @@ BLOWUP_FACTOR = 1e4
 
 
 class LastFiniteState:
-    """Checks a training now and then (one synchronisation each), keeping a copy of the model at the last sound check
-    (finite parameters, losses at most ``blowup`` times the first); on divergence it restores that copy and raises
-    :class:`TrainingDiverged`. ``hints``: clauses naming an option and its value."""
+    """Checks a training now and then, keeping a copy of the model at the last sound check (finite, losses at most
+    ``blowup`` times the first) that it restores before raising :class:`TrainingDiverged` with ``hints``."""
 
     def __init__(self, model: nn.Module, groups: Mapping[str, Sequence[Tensor]], hints: Sequence[str],
                  blowup: float = BLOWUP_FACTOR) -> None:  # fmt: skip

@@ -21,10 +21,8 @@ BaconSchedule = Literal["prefix", "spread"]  # how a BACON of other than 8 hidde
 def default_schedule(
     hidden_layers: int, multiscale: bool, schedule: BaconSchedule = "prefix"
 ) -> tuple[tuple[float, ...], tuple[int, ...]]:
-    """Bandwidth fractions per filter and output layers (single-scale: one output after the last layer). At 8 layers
-    both schedules give the repository's SDF network; ``prefix`` makes a shallower one its first layers (less than the
-    full bandwidth); ``spread`` (and any deeper one) takes BACON's rule: outputs every second layer, the bandwidth
-    doubling from one to the next, each increment split equally among the filters before it."""
+    """Bandwidth fractions per filter and output layers. At 8 layers both give the repository's SDF network; otherwise
+    ``prefix`` takes its first layers, ``spread`` BACON's rule (outputs every second layer, bandwidth doubling)."""
     if schedule == "prefix" and hidden_layers <= SDF_OUTPUT_LAYERS[-1]:
         scales = SDF_INPUT_SCALES[: hidden_layers + 1]
         outputs = tuple(layer for layer in SDF_OUTPUT_LAYERS if layer < hidden_layers) + (hidden_layers,)
