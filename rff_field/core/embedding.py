@@ -52,6 +52,8 @@ class EmbeddingConfig:
     """Gain of the ``scaled``, ``identity`` and ``orthogonal`` initialisations."""
     filter_residual: bool = False
     """Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma`` (a named deviation)."""
+    filter_fused: bool = True
+    """Compute the filter and its product in fewer passes (the same results to rounding); off: torch's modules."""
 
     def check(self, prefix: str = "--embedding.") -> None:
         """Raise :class:`UsageError` for values no embedding can be built with (options named ``prefix`` + field)."""
@@ -72,7 +74,8 @@ class EmbeddingConfig:
         encoding = self.unfiltered(in_dim, sidelength)
         if not self.filtered:
             return encoding
-        filtered = FilteredEncoding(encoding, self.filter_layers, self.filter_bias, self.filter_residual)
+        args = (self.filter_layers, self.filter_bias, self.filter_residual, self.filter_fused)
+        filtered = FilteredEncoding(encoding, *args)
         initialize_filter(filtered.filter, self.filter_init, self.filter_init_gain)
         return filtered
 

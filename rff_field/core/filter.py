@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Literal, Optional
+import contextlib
+from typing import Iterator, Literal, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from rff_field.core.encodings import Encoding, check_count
 from rff_field.core.errors import UsageError
 
 # Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
+# On a CPU the fused filter runs this many activations at a time, so that its passes stay in cache
+CPU_CHUNK_ELEMENTS = 1 << 16
 FILTER_GROUP, INR_GROUP = "filter", "inr"
 """Names of the optimizer groups of the filter's parameters and of all others."""
 
@@ -36,10 +40,14 @@ class BiasFreeFilter(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(dim, dim, bias=bias) for _ in range(num_layers))
         self.dim = dim
 
-    def forward(self, x: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
+    def check_input(self, x: Tensor) -> None:
+        """Raise :class:`UsageError` unless ``x`` holds floating-point embeddings of ``dim`` channels."""
         if x.shape[-1] != self.dim or not x.is_floating_point():
             raise UsageError(f"the filter takes floating-point embeddings of {self.dim} channels, got {x.dtype} "
                              f"inputs of shape {tuple(x.shape)}")  # fmt: skip
+
+    def forward(self, x: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
+        self.check_input(x)
         pad = -self.dim % PAD_MULTIPLE
         h = F.pad(x, (0, pad)) if pad else x
         for i, layer in enumerate(self.layers):
@@ -52,18 +60,41 @@ class BiasFreeFilter(nn.Module):
 
 class FilteredEncoding(Encoding):
     """``f(gamma(x)) * gamma(x)`` for an encoding ``gamma`` and a :class:`BiasFreeFilter` ``f`` (``.filter``);
-    ``residual``: ``(1 + f(gamma)) * gamma`` instead, which starts near ``gamma`` (a named deviation)."""
+    ``residual``: ``(1 + f(gamma)) * gamma`` instead, which starts near ``gamma`` (a named deviation); ``fused``:
+    by :class:`FusedFilterProduct` (bias-free filters)."""
 
-    def __init__(self, encoding: Encoding, num_layers: int = 3, bias: bool = False, residual: bool = False) -> None:
+    def __init__(self, encoding: Encoding, num_layers: int = 3, bias: bool = False, residual: bool = False,
+                 fused: bool = True) -> None:  # fmt: skip
         super().__init__(encoding.in_dim)
         self.encoding = encoding
         self.filter = BiasFreeFilter(encoding.get_out_dim(), num_layers=num_layers, bias=bias)
-        self.residual = residual
+        self.residual, self.fused = residual, fused and not bias
 
     def apply_filter(self, gamma: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
         """The filtered embedding of an already computed embedding ``gamma``."""
-        filtered = self.filter(gamma) * gamma
-        return filtered + gamma if self.residual else filtered
+        if not self.fused:
+            filtered = self.filter(gamma) * gamma
+            return filtered + gamma if self.residual else filtered
+        self.filter.check_input(gamma)
+        device = gamma.device.type
+        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+        dtype = torch.get_autocast_dtype(device) if autocast else gamma.dtype
+        weights = [layer.weight for layer in self.filter.layers]
+        x = gamma.reshape(-1, gamma.shape[-1])
+        with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext():
+            padded = self.padded_weights(dtype)
+            if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in weights)):
+                out = FusedFilterProduct.apply(x, self.residual, padded, *weights)
+            else:
+                out = filter_product(x, self.residual, padded)[0]
+        return out.reshape(gamma.shape)
+
+    def padded_weights(self, dtype: torch.dtype) -> list[Tensor]:
+        """The weights in ``dtype``, zero-padded hidden units; made on every call (a few microseconds), as no public
+        signal tells that an optimizer changed the weights in place."""
+        weights = [layer.weight.detach() for layer in self.filter.layers]
+        pad, last = -self.filter.dim % PAD_MULTIPLE, len(weights) - 1
+        return [F.pad(w.to(dtype), (0, pad if i else 0, 0, pad if i < last else 0)) for i, w in enumerate(weights)]
 
     def get_out_dim(self) -> int:
         return self.encoding.get_out_dim()
@@ -74,6 +105,70 @@ class FilteredEncoding(Encoding):
         # covs only when given: not every nerfstudio encoding takes them (SHEncoding, HashEncoding)
         gamma = self.encoding(in_tensor) if covs is None else self.encoding(in_tensor, covs=covs)
         return self.apply_filter(gamma)
+
+
+def filter_product(x: Float[Tensor, "rows dim"], residual: bool, padded: Sequence[Tensor], keep_last: bool = False,
+                   keep_hidden: bool = False) -> tuple[Tensor, Optional[Tensor], list[Tensor]]:  # fmt: skip
+    """``f(x) * x`` (``residual``: ``+ x``) in the dtype of ``padded`` (:meth:`FilteredEncoding.padded_weights`),
+    with the last layer's output (``keep_last``) and the hidden activations (``keep_hidden``) for backward."""
+    dtype, rows = padded[0].dtype, len(x)
+    x_in = x.to(dtype)
+    out = torch.empty(x.shape, dtype=torch.promote_types(dtype, x.dtype), device=x.device)
+    hidden = [x.new_empty(rows, w.shape[0], dtype=dtype) for w in padded[:-1]] if keep_hidden else []
+    last = torch.empty(rows, x.shape[1], dtype=dtype, device=x.device) if keep_last else None
+    in_place = last is None and out.dtype == dtype
+    for chunk in _chunks(rows, padded[0].shape[0], x.device):
+        h = x_in[chunk]
+        for i, w in enumerate(padded[:-1]):
+            h = torch.mm(h, w.t(), out=hidden[i][chunk] if keep_hidden else None).relu_()
+        f = torch.mm(h, padded[-1].t(), out=out[chunk] if in_place else None if last is None else last[chunk])
+        product = f.mul_(x[chunk]) if in_place else torch.mul(f, x[chunk], out=out[chunk])
+        if residual:
+            product.add_(x[chunk])
+    return out, last, hidden
+
+
+class FusedFilterProduct(torch.autograd.Function):
+    """:func:`filter_product` as one autograd node (gradients of ``x`` and the unpadded ``weights``): fewer passes
+    than the modules' autograd, and on a CPU a chunk of rows at a time through every layer, in cache."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, residual: bool, padded: Sequence[Tensor], *weights: Tensor) -> Tensor:
+        out, last, hidden = filter_product(x, residual, padded, keep_last=ctx.needs_input_grad[0], keep_hidden=True)
+        ctx.residual, ctx.padded, ctx.weight_dtypes = residual, padded, [w.dtype for w in weights]
+        ctx.save_for_backward(x, last, *hidden)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Optional[Tensor], ...]:
+        x, last, *hidden = ctx.saved_tensors
+        padded, dtype = ctx.padded, ctx.padded[0].dtype
+        grad, x_in = grad.contiguous(), x.to(dtype)
+        sums = [torch.zeros(w.shape, dtype=torch.promote_types(dtype, torch.float32), device=w.device) for w in padded]
+        grad_x = torch.empty_like(x) if last is not None else None
+        for chunk in _chunks(len(x), padded[0].shape[0], x.device):
+            g = (grad[chunk] * x[chunk]).to(dtype)  # the gradient of f's output
+            for i in range(len(padded) - 1, -1, -1):
+                inputs = hidden[i - 1][chunk] if i else x_in[chunk]
+                sums[i].addmm_(g.t(), inputs) if sums[i].dtype == dtype else sums[i].add_(torch.mm(g.t(), inputs))
+                if i or grad_x is not None:
+                    g_in = torch.mm(g, padded[i])
+                    if i:
+                        torch.ops.aten.threshold_backward.grad_input(g_in, hidden[i - 1][chunk], 0, grad_input=g_in)
+                    g = g_in
+            if grad_x is not None:
+                g_x = grad[chunk] * last[chunk] + g
+                grad_x[chunk] = g_x + grad[chunk] if ctx.residual else g_x
+        dim, last_layer = x.shape[1], len(padded) - 1
+        grads = [s[: dim if i < last_layer else None, : dim if i else None] for i, s in enumerate(sums)]
+        return (grad_x, None, None, *[g.to(w_dtype) for g, w_dtype in zip(grads, ctx.weight_dtypes)])
+
+
+def _chunks(rows: int, width: int, device: torch.device) -> list[slice]:
+    """Row slices: the whole batch, on a CPU :data:`CPU_CHUNK_ELEMENTS` activations of ``width`` at a time."""
+    step = max(1, CPU_CHUNK_ELEMENTS // width) if device.type == "cpu" else max(rows, 1)
+    return [slice(start, start + step) for start in range(0, rows, step)]
 
 
 @torch.no_grad()

@@ -10,7 +10,13 @@ import torch.nn.functional as F
 from rff_field.core.embedding import EmbeddingConfig, warn_if_aliased
 from rff_field.core.encodings import PositionalEncoding, RandomFourierEncoding
 from rff_field.core.errors import UsageError
-from rff_field.core.filter import BiasFreeFilter, FilteredEncoding, named_param_groups, split_filter_parameters
+from rff_field.core.filter import (
+    CPU_CHUNK_ELEMENTS,
+    BiasFreeFilter,
+    FilteredEncoding,
+    named_param_groups,
+    split_filter_parameters,
+)
 from rff_field.inr.mlp import FourierFeatureMLP
 
 
@@ -73,6 +79,26 @@ def test_the_padded_filter_computes_the_unpadded_one():
     torch.testing.assert_close(f(x), h)
     grads = torch.autograd.grad(f(x).square().sum(), [x, *f.parameters()])
     torch.testing.assert_close(grads, torch.autograd.grad(h.square().sum(), [x, *f.parameters()]))
+
+
+@pytest.mark.parametrize("dim,residual,input_grad", [(21, True, True), (32, False, True), (21, False, False)])
+def test_the_fused_filter_computes_what_the_modules_do(dim, residual, input_grad):
+    torch.manual_seed(0)
+    encoding = PositionalEncoding(1, torch.ones(dim // 2), include_input=dim % 2 == 1)  # dim channels
+    eager = FilteredEncoding(encoding, residual=residual, fused=False).double()
+    fused = FilteredEncoding(encoding, residual=residual).double()
+    fused.load_state_dict(eager.state_dict())
+    rows = 2 * CPU_CHUNK_ELEMENTS // dim + 3  # more than one chunk of rows on a CPU
+    gamma, weight = torch.randn(rows, dim, dtype=torch.float64, requires_grad=input_grad), torch.randn(rows, dim)
+    outs, grads = [], []
+    for encoding in (eager, fused):
+        out = encoding.apply_filter(gamma)
+        outs.append(out)
+        grads.append(torch.autograd.grad((out * weight).sum(), [gamma] * input_grad + [*encoding.parameters()]))
+    torch.testing.assert_close(outs[1], outs[0])
+    torch.testing.assert_close(grads[1], grads[0])
+    with torch.no_grad():
+        torch.testing.assert_close(fused.apply_filter(gamma), outs[0])
 
 
 @pytest.mark.numerics
