@@ -82,29 +82,39 @@ class GroupTensors(NamedTuple):
 def group_slope(group: GroupTensors) -> Tensor:
     """``g . p`` in float64: ``g`` the loss's gradient, ``p`` the update per unit rate (``-g``, or Adam's with its
     moments advanced by ``g`` on copies)."""
+    return tensor_slopes(group).sum()
+
+
+def tensor_slopes(group: GroupTensors) -> Float[Tensor, " tensors"]:
+    """``g . p`` of every tensor of ``group`` (see :func:`group_slope`), in a few passes over its tensors."""
     grads = group.grads if group.unscale is None else torch._foreach_mul(group.grads, group.unscale)
     if group.adam is None:
-        products = torch._foreach_neg(torch._foreach_mul(grads, grads))
-    else:
-        beta1, beta2, eps, weight_decay, decoupled = group.adam
-        exp_avgs, exp_avg_sqs, max_exp_avg_sqs = group.moments
-        g = torch._foreach_add(grads, group.params, alpha=weight_decay) if weight_decay and not decoupled else grads
-        m = torch._foreach_mul(exp_avgs, beta1)
-        torch._foreach_add_(m, g, alpha=1 - beta1)
-        v = torch._foreach_mul(exp_avg_sqs, beta2)
-        torch._foreach_addcmul_(v, g, g, value=1 - beta2)
-        if max_exp_avg_sqs is not None:
-            torch._foreach_maximum_(v, max_exp_avg_sqs)
-        steps = torch._foreach_add([step.double() for step in group.steps], 1)  # float32 loses 1 - 0.999**t
-        for beta, moment in ((beta1, m), (beta2, v)):  # bias corrections 1 - beta**step
-            torch._foreach_div_(moment, torch._foreach_add(torch._foreach_mul(torch._foreach_pow(beta, steps), -1), 1))
-        torch._foreach_sqrt_(v)
-        torch._foreach_add_(v, eps)
-        direction = torch._foreach_div(torch._foreach_neg(m), v)
-        if weight_decay and decoupled:
-            torch._foreach_add_(direction, group.params, alpha=-weight_decay)
-        products = torch._foreach_mul(grads, direction)
-    return torch.stack([product.sum(dtype=torch.float64) for product in products]).sum()
+        return -sums(torch._foreach_mul(grads, grads))
+    beta1, beta2, eps, weight_decay, decoupled = group.adam
+    exp_avgs, exp_avg_sqs, max_exp_avg_sqs = group.moments
+    g = torch._foreach_add(grads, group.params, alpha=weight_decay) if weight_decay and not decoupled else grads
+    m = torch._foreach_lerp(exp_avgs, g, 1 - beta1)
+    v = torch._foreach_mul(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(v, g, g, value=1 - beta2)
+    if max_exp_avg_sqs is not None:
+        torch._foreach_maximum_(v, max_exp_avg_sqs)
+    steps = torch.stack(group.steps).double() + 1  # float32 loses 1 - 0.999**t
+    root_c2 = (1 - beta2**steps).sqrt()
+    # Adam's p = -(m / c1) / (sqrt(v / c2) + eps) = -(sqrt(c2) / c1) * m / (sqrt(v) + eps * sqrt(c2)), as torch's Adam
+    torch._foreach_maximum_(v, torch.finfo(v[0].dtype).tiny)  # the square root of a subnormal is slow on a CPU
+    torch._foreach_sqrt_(v)
+    torch._foreach_add_(v, (eps * root_c2).to(v[0].dtype).unbind())
+    torch._foreach_div_(m, v)
+    torch._foreach_mul_(m, grads)
+    slopes = -(root_c2 / (1 - beta1**steps)).to(m[0].device) * sums(m)
+    if weight_decay and decoupled:
+        slopes = slopes - weight_decay * sums(torch._foreach_mul(grads, group.params))
+    return slopes
+
+
+def sums(tensors: Sequence[Tensor]) -> Float[Tensor, " tensors"]:
+    """Each tensor's sum in float64."""
+    return torch.stack([tensor.sum(dtype=torch.float64) for tensor in tensors])
 
 
 def line_search_row(loss: Tensor, filter_groups: Sequence[GroupTensors], inr_groups: Sequence[GroupTensors],
