@@ -53,7 +53,8 @@ class EmbeddingConfig:
     filter_residual: bool = False
     """Feed ``(1 + f(gamma)) * gamma`` instead of the paper's ``f(gamma) * gamma`` (a named deviation)."""
     filter_fused: bool = True
-    """Compute the filter and its product in fewer passes (the same results to rounding); off: torch's modules."""
+    """Compute the filter and its product in fewer passes (the same results to rounding, first derivatives only);
+    off: torch's modules."""
 
     def check(self, prefix: str = "--embedding.") -> None:
         """Raise :class:`UsageError` for values no embedding can be built with (options named ``prefix`` + field)."""
