@@ -18,7 +18,7 @@ from rff_field.core.errors import UsageError
 # Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
 # On a CPU the fused filter runs this many activations at a time, so that its passes stay in cache
-CPU_CHUNK_ELEMENTS = 1 << 16
+CPU_CHUNK_ELEMENTS = 1 << 17
 FILTER_GROUP, INR_GROUP = "filter", "inr"
 """Names of the optimizer groups of the filter's parameters and of all others."""
 
