@@ -40,8 +40,7 @@ def sample_grid(
     device: torch.device | str = "cpu",
     description: Optional[str] = None,
 ) -> Float[np.ndarray, "r r r"]:
-    """``field`` on a ``resolution**3`` grid spanning the box, indexed ``[ix, iy, iz]``, ``batch_size`` points at a time
-    (a progress bar on stderr when ``description`` is given)."""
+    """``field`` on a ``resolution**3`` grid spanning the box, ``[ix, iy, iz]``, ``batch_size`` points a call."""
     axes = [torch.linspace(lo, hi, resolution, device=device) for lo, hi in zip(bbox_min, bbox_max)]
     values = torch.empty(resolution**3, dtype=torch.float32)
     total = resolution**3

@@ -35,8 +35,7 @@ def config_from_dict(kind: type[Config], data: dict) -> Config:
 
 
 def load_trained_network(folder: Path, build: Callable[[dict], nn.Module], command: str) -> tuple[nn.Module, dict]:
-    """The network ``build`` makes from the folder's metrics, with its weights, in eval mode on the CPU, and the
-    metrics; a :class:`UsageError` unless the folder holds a finished fit of ``command``."""
+    """The finished fit of ``command`` in the folder (its network in eval mode on the CPU) and its metrics."""
     folder = Path(folder)
     if not (folder / "metrics.json").is_file() or not (folder / WEIGHTS_FILE).is_file():
         raise UsageError(f"{folder} holds no finished fit (metrics.json and {WEIGHTS_FILE}); give the --output-dir "

@@ -108,11 +108,8 @@ def warn_if_aliased(
     extent: Union[float, Sequence[float]] = 2.0,
     prefix: str = "--embedding.",
 ) -> bool:
-    """Warn (one line through logging) when most of the embedding's sine and cosine channels have a frequency above
-    the Nyquist limit of the sample grid, ``samples / (2 extent)`` cycles per unit on some axis: the INR would fit
-    noise. ``samples``: per axis, in the coordinates' order (image: width, height); ``extent``: the coordinates'
-    span (2 for [-1, 1]); ``prefix``: how the command line spells the embedding's options. Returns whether it warned.
-    """
+    """Warn in one line, and return True, when most channels lie above the grid's Nyquist limit
+    ``samples / (2 extent)`` on some axis (``samples`` per axis in the coordinates' order, ``extent`` their span)."""
     extents = [float(extent)] * len(samples) if isinstance(extent, (int, float)) else list(extent)
     limits = torch.tensor([n / (2 * e) for n, e in zip(samples, extents)], dtype=torch.float64)
     encoding = config.unfiltered(len(samples), max(samples))

@@ -26,12 +26,8 @@ FilterInit = Literal["default", "scaled", "identity", "orthogonal"]
 
 
 class BiasFreeFilter(nn.Module):
-    """``num_layers`` linear maps ``dim -> dim`` with ReLU between them and none after the last.
-
-    Computes in its input's dtype (the weights are cast), at the next multiple of :data:`PAD_MULTIPLE` channels:
-    the zero-padded units are ``relu(0) = 0`` and get no gradient, so outputs and gradients are those of width
-    ``dim``. ``bias``: the ablation only (it breaks the filter's linearity).
-    """
+    """``num_layers`` linear maps ``dim -> dim``, ReLU between them, in its input's dtype; hidden units padded to a
+    multiple of :data:`PAD_MULTIPLE` with zeros (no output, no gradient). ``bias``: the ablation only."""
 
     def __init__(self, dim: int, num_layers: int = 3, bias: bool = False) -> None:
         check_count("the filter's dim", dim)

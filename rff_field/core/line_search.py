@@ -1,7 +1,5 @@
-"""The filter's learning rate, set every step by the paper's line search (docs/method.md states the rule).
-
-:func:`filter_step_size` is the rule, on tensors; :class:`FilterLineSearch` feeds it from an optimizer step pre-hook.
-"""
+"""The filter's learning rate, set every step by the paper's line search (docs/method.md): the rule
+(:func:`filter_step_size`) and the optimizer pre-hook that feeds it (:class:`FilterLineSearch`)."""
 
 from __future__ import annotations
 
@@ -159,23 +157,10 @@ def group_tensors(optimizer: Optimizer, group: dict, direction: str, unscale: Op
 
 
 class FilterLineSearch:
-    """Sets the filter groups' learning rate before every optimizer step, by :func:`filter_step_size`.
-
-    Hooks every given optimizer (``register_step_pre_hook``; loading an optimizer's state keeps it in charge). At the
-    first hook of a training step it takes the step's loss (averaged across processes under ``torch.distributed``)
-    and the gradients (unscaled under a ``GradScaler``), and sets the rate from the slopes of the loss along the
-    filter's and the INR's updates. After the first step, which refuses a negative loss, nothing is read on the host:
-    the rate is a tensor on the device that the optimizer reads (on a GPU an Adam group becomes ``capturable``), and
-    every step's row of :data:`RECORD_FIELDS` stays in :attr:`records`.
-
-    Args:
-        filter_params: The filter's parameters; they must fill parameter groups of their own.
-        inr_params: The INR's parameters (None: every other parameter of the optimizers).
-        optimizers: The optimizer(s) holding those parameters; any order of stepping.
-        loss_fn: Returns this step's training loss, whose gradients the step applies.
-        config: The rule's options.
-        grad_scaler: The ``GradScaler`` scaling the gradients, if any.
-    """
+    """Sets the filter groups' rate before every optimizer step (a ``register_step_pre_hook`` on each optimizer, any
+    order) from ``loss_fn()`` (averaged under ``torch.distributed``) and the gradients (unscaled by ``grad_scaler``).
+    The rate is a device tensor the optimizer reads, so no step after the first reads the host; each step's
+    :data:`RECORD_FIELDS` stay in :attr:`records`. ``inr_params``: None for every other parameter."""
 
     def __init__(
         self,
@@ -325,9 +310,8 @@ class FilterLineSearch:
 
 
 def tensor_learning_rate(optimizer: Optimizer, group: dict) -> Tensor:
-    """Give ``group`` a tensor learning rate on its parameters' device, which the optimizer reads without a host
-    synchronisation, and return it (to be set in place): float64 on the CPU, where Adam then computes what it does
-    with a float; float32 on a GPU, where an Adam group becomes ``capturable`` to take it."""
+    """Give ``group`` a tensor rate on its parameters' device (set in place, read without a host sync) and return it:
+    float64 on the CPU (Adam computes as with a float), float32 on a GPU (Adam ``capturable``)."""
     device, fused = group["params"][0].device, bool(group.get("fused"))
     dtype = torch.float64 if device.type == "cpu" and not fused else torch.float32
     rate = torch.as_tensor(group["lr"], dtype=dtype).detach().clone().to(device)

@@ -111,8 +111,7 @@ class NetworkConfig:
         return (inputs * width + depth * width**2 + width * out_dim + filtered) * (2 if self.method == "wire" else 1)
 
     def check_memory(self, in_dim: int, out_dim: int, sidelength: Optional[int] = None, prefix: str = "--") -> None:
-        """Raise :class:`UsageError` naming the dominant option, and its largest value that fits, when the network
-        cannot fit in this machine's memory."""
+        """Raise :class:`UsageError` naming the dominant option and its largest value that fits in memory."""
         options = {"hidden_features": self.hidden_features, "hidden_layers": self.hidden_layers}
         if self.method in ("mlp", "sape") and self.embedding.num_frequencies is not None:
             options["num_frequencies"] = self.embedding.num_frequencies
@@ -139,8 +138,7 @@ class NetworkConfig:
 
 
 def build_network(config: NetworkConfig, in_dim: int, out_dim: int, sidelength: Optional[int] = None) -> nn.Module:
-    """The network ``config`` describes, from torch's global generator; ``sidelength``: samples along the signal's
-    longest axis (for the ``wire`` PE bands)."""
+    """The network ``config`` describes; ``sidelength``: samples along the signal's longest axis (``wire`` bands)."""
     config.check_memory(in_dim, out_dim, sidelength)
     width, depth = config.hidden_features, config.hidden_layers
     if config.method == "siren":

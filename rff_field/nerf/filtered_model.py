@@ -32,8 +32,7 @@ class FilteredModelConfig:
     """Options that ``rff-nerf`` and ``rff-nerfacto`` share (each declares its own ``embedding``)."""
 
     line_search: LineSearchConfig = field(default_factory=LineSearchConfig)
-    """The filter's learning rate, set every step by the paper's line search; with ``enabled`` off the 'filter'
-    optimizer's constant rate."""
+    """The filter's learning rate, set every step by the paper's line search (off: the 'filter' optimizer's)."""
     compute_lpips: bool = True
     """Compute LPIPS in evaluation when its weights can be loaded (skipped with one notice otherwise)."""
     flush_denormals: bool = True
@@ -84,8 +83,7 @@ class FilteredModelMixin:
         return groups
 
     def record_training(self, loss_dict: Dict[str, Tensor], outputs: Dict[str, Tensor]) -> None:
-        """Keep a training step's total loss (as nerfstudio's trainer sums it) for the line search, and the largest
-        accumulated opacity for the trainer's guard."""
+        """Keep a step's total loss for the line search and its largest accumulated opacity for the trainer."""
         if self.training:  # type: ignore[attr-defined]
             self._training_loss = functools.reduce(torch.add, loss_dict.values())
             self.max_training_accumulation = outputs["accumulation"].detach().max()

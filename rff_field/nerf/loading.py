@@ -126,8 +126,7 @@ def read_run_config(config_path: Path) -> TrainerConfig:
 def load_pipeline(
     config_path: Path, test_mode: Literal["test", "val", "inference"] = "inference"
 ) -> Tuple[TrainerConfig, Pipeline, int]:
-    """The config, the pipeline in eval mode (on CUDA when there is one) and the checkpoint's step of a trained run, as
-    nerfstudio's ``eval_setup`` but without its method registry."""
+    """A trained run's config, pipeline (eval mode, CUDA if any) and step, as nerfstudio's ``eval_setup``."""
     config = read_run_config(config_path)
     checkpoint = max(config.relative_model_dir.glob("step-*.ckpt"), key=lambda p: int(p.stem.split("-")[1]))
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)

@@ -15,8 +15,7 @@ from rff_field.sdf.data import raycasting_scene
 
 
 def render_mesh(mesh: trimesh.Trimesh, view: tuple[float, float] = (35.0, 20.0), size: int = 384) -> np.ndarray:
-    """An orthographic view ``[size, size, 3]`` (values in [0, 1]) of a mesh in [-0.5, 0.5]^3, seen from azimuth
-    (about +y) and elevation ``view`` in degrees."""
+    """An orthographic view ``[size, size, 3]`` of a mesh in [-0.5, 0.5]^3 from ``view`` (azimuth, elevation)."""
     image = np.ones((size, size, 3))
     if mesh.is_empty:
         return image
