@@ -54,13 +54,18 @@ def test_on_a_blender_scene_rff_nerfacto_chooses_an_object_in_a_void_unless_told
     model = config.pipeline.model
     assert model.background_color == ("random" if given else "white")
     assert model.camera_optimizer.mode == "off" and model.coarse_sampling_steps == 200
+    assert (model.disable_scene_contraction, model.proposal_initial_sampler, model.use_appearance_embedding) == (
+        True, "uniform", False)  # fmt: skip
+    assert model.average_init_density == 0.2 and model.embedding.pe_bands == "nerf-pytorch"
     (notice,) = [notice for notice in notices if "Blender" in notice]
     assert ("background-color" in notice) != bool(given)
     config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", "--data", capture, tmp_path=tmp_path)
     assert not any("Blender" in notice for notice in config.prepare())
     model = config.pipeline.model
-    chosen = (model.background_color, model.camera_optimizer.mode, model.coarse_sampling_steps)
-    assert chosen == ("last_sample", "SO3xR3", 0)
+    chosen = (model.background_color, model.camera_optimizer.mode, model.coarse_sampling_steps,
+              model.disable_scene_contraction, model.proposal_initial_sampler, model.use_appearance_embedding,
+              model.average_init_density, model.embedding.pe_bands)  # fmt: skip
+    assert chosen == ("last_sample", "SO3xR3", 0, False, "piecewise", True, 0.01, "loglinear")
 
 
 BAD_OPTIONS = [
