@@ -68,6 +68,22 @@ def test_on_a_blender_scene_rff_nerfacto_chooses_an_object_in_a_void_unless_told
     assert chosen == ("last_sample", "SO3xR3", 0, False, "piecewise", True, 0.01, "loglinear")
 
 
+def test_on_a_blender_scene_rff_nerfacto_samples_its_rays_only_inside_the_scene_box(scene, tmp_path):
+    config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", "blender-data", "--data", scene,
+                    tmp_path=tmp_path)  # fmt: skip
+    config.prepare()
+    pipeline = config.pipeline.setup(device="cpu", test_mode="val")
+    bundle, _ = pipeline.datamanager.next_train(0)
+    samples, _, _ = pipeline.model.proposal_sampler(
+        pipeline.model.collider(bundle), density_fns=pipeline.model.density_fns
+    )
+    positions = samples.frustums.get_positions()
+    box = pipeline.model.scene_box.aabb
+    assert ((positions >= box[0] - 1e-4) & (positions <= box[1] + 1e-4)).all()
+    lengths = (bundle.fars - bundle.nears)[..., 0]
+    assert lengths.max() > 2.0 and lengths.max() <= (box[1] - box[0]).norm() + 1e-4  # rays cross the box, not beyond
+
+
 BAD_OPTIONS = [
     ("rff-nerf-lite", ["--pipeline.datamanager.camera-res-scale-factor", "nan"], "camera-res-scale-factor"),
     ("rff-nerf-lite", ["--pipeline.datamanager.camera-res-scale-factor", "inf"], "camera-res-scale-factor"),
