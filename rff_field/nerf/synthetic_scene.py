@@ -303,10 +303,6 @@ def check_render_memory(image_size: int, supersample: int) -> None:
 class SceneSpec:
     """What :func:`write_blender_scene` generates."""
 
-    kind: Literal["objects", "thin", "texture", "cup", "large"] = "objects"
-    """Which objects: objects (a slab, a cube, a cylinder, a sphere), thin (bars under a pixel wide at 1/16 of 800
-    pixels), texture (a fine checker and stripes), cup (concave, occluding), large (off-centre, near the box's
-    faces)."""
     image_size: int = 64
     """Width and height of every image (pixels)."""
     num_train_views: int = 50
@@ -319,6 +315,10 @@ class SceneSpec:
     """Seed of the training and validation poses."""
     supersample: int = 3
     """Rays per pixel side (anti-aliasing)."""
+    kind: Literal["objects", "thin", "texture", "cup", "large"] = "objects"
+    """Which objects: objects (a slab, a cube, a cylinder, a sphere), thin (bars under a pixel wide at 1/16 of 800
+    pixels), texture (a fine checker and stripes), cup (concave, occluding), large (off-centre, near the box's
+    faces)."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for sizes or counts that make no scene."""
