@@ -349,11 +349,11 @@ def picture(work: Path, scene: Scene) -> None:
     view = sorted(path.name[: -len("_gt.png")] for path in folders[0].glob("*_gt.png"))[0]
     images = [Image.open(folders[0] / f"{view}_gt.png")] + [Image.open(f / f"{view}_rgb.png") for f in folders]
     width, height = images[0].size
-    zoom = max(1, 200 // height)
-    canvas = Image.new("RGB", (3 * width * zoom, height * zoom))
+    size = (round(width * 200 / height), 200)  # small renders enlarged pixel by pixel, photos shrunk
+    canvas = Image.new("RGB", (3 * size[0], size[1]))
     for index, image in enumerate(images):
-        image = image.convert("RGB").resize((width * zoom, height * zoom), Image.NEAREST)
-        canvas.paste(image, (index * width * zoom, 0))
+        image = image.convert("RGB").resize(size, Image.NEAREST if height < 200 else Image.LANCZOS)
+        canvas.paste(image, (index * size[0], 0))
     canvas.save(HERE / f"scenes_{scene.name}.png", optimize=True)
 
 
