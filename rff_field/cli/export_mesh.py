@@ -80,7 +80,7 @@ class ExportMesh:
         from rff_field.common.mesh import write_mesh
         from rff_field.common.torch_state import denormals_flushed
         from rff_field.nerf.loading import load_pipeline
-        from rff_field.nerf.mesh_export import Frame, camera_focus, density_mesh
+        from rff_field.nerf.mesh_export import Frame, camera_region, density_mesh
         from rff_field.nerf.model import RFFNeRFModel
 
         run, pipeline, step = load_pipeline(self.load_config)
@@ -100,13 +100,9 @@ class ExportMesh:
         up /= np.linalg.norm(up)
         if self.bbox_min is not None:
             bbox_min, bbox_max = np.asarray(self.bbox_min), np.asarray(self.bbox_max)
-        else:
-            focus, radius = camera_focus(outputs.cameras)
-            centre, half = frame.from_model(focus), radius / frame.scale
-            bbox_min, bbox_max = centre - half, centre + half
-            if getattr(field, "spatial_distortion", None) is None:  # the field is the scene box (no contraction)
-                corners = frame.from_model(model.scene_box.aabb.double().numpy())
-                bbox_min, bbox_max = np.maximum(bbox_min, corners.min(0)), np.minimum(bbox_max, corners.max(0))
+        else:  # the field is the scene box where it has no contraction
+            box = model.scene_box.aabb.double().numpy() if getattr(field, "spatial_distortion", None) is None else None
+            bbox_min, bbox_max = camera_region(outputs.cameras, frame, box)
         frame_name = "nerfstudio's normalised" if self.nerfstudio_frame else "the data's"
         CONSOLE.print(f"Meshing the box {np.round(bbox_min, 3).tolist()} to {np.round(bbox_max, 3).tolist()} "
                       f"({frame_name} coordinates)", highlight=False)  # fmt: skip

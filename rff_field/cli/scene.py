@@ -1,7 +1,8 @@
 """``rff-scene``: generate the synthetic scenes of the demo and the tests as datasets nerfstudio reads.
 
 Subcommands:
-    blender  objects in a void (transparent background), Blender format (transforms_{train,val,test}.json)
+    blender  objects in a void (transparent background), Blender format (transforms_{train,val,test}.json); --kind
+             chooses the objects
     capture  the same objects on a ground plane under a sky, cameras around them: nerfstudio-data (transforms.json)
 """
 
@@ -69,8 +70,8 @@ def check_view_counts(out: Path, spec) -> None:
 
 @dataclass
 class Blender:
-    """Render the objects (a checkered slab, a cube with one colour per face, a striped cylinder, a sphere) in a void,
-    as a Blender-format scene for the blender-data parser."""
+    """Render objects in a void as a Blender-format scene for the blender-data parser: by default a checkered slab, a
+    cube with one colour per face, a striped cylinder and a sphere; --kind thin, texture, cup or large for others."""
 
     output_dir: Path
     """Folder to create (new or empty)."""

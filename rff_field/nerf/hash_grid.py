@@ -9,6 +9,8 @@ to the order of the sum; checkpoints are interchangeable), about twice as fast o
 
 from __future__ import annotations
 
+from typing import Optional
+
 from jaxtyping import Float
 from nerfstudio.field_components.encodings import HashEncoding
 from nerfstudio.fields.density_fields import HashMLPDensityField
@@ -45,7 +47,9 @@ class TorchHashEncoding(HashEncoding):
 
 class ProposalDensityField(HashMLPDensityField):
     """nerfstudio's ``HashMLPDensityField`` whose hash grid, on torch, is a :class:`TorchHashEncoding` holding the
-    table nerfstudio's initialised."""
+    table nerfstudio's initialised, and whose density is not differentiated by position: the proposal loss trains
+    the proposal networks only, and the camera optimiser learns the poses from the colours (nerfacto also moves them
+    by the proposal loss, at the cost of the hash grids' gradient by position in every step)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -59,3 +63,6 @@ class ProposalDensityField(HashMLPDensityField):
             self.encoding = faster
             if not self.use_linear:
                 self.mlp_base[0] = faster
+
+    def density_fn(self, positions: Float[Tensor, "*bs 3"], times: Optional[Tensor] = None) -> Float[Tensor, "*bs 1"]:
+        return super().density_fn(positions.detach(), times)

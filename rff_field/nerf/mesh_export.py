@@ -62,6 +62,20 @@ def camera_focus(cameras: Cameras) -> tuple[np.ndarray, float]:
     return focus, 0.5 * float(np.linalg.norm(origins - focus, axis=-1).min())
 
 
+def camera_region(
+    cameras: Cameras, frame: Frame, scene_box: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The box the cameras look at, in ``frame``'s output coordinates: around their focus (:func:`camera_focus`), as
+    wide as the nearest camera is far, cut to the model's ``scene_box`` (2x3, the model's frame) where given."""
+    focus, radius = camera_focus(cameras)
+    centre, half = frame.from_model(focus), radius / frame.scale
+    bbox_min, bbox_max = centre - half, centre + half
+    if scene_box is not None:
+        corners = frame.from_model(scene_box)
+        bbox_min, bbox_max = np.maximum(bbox_min, corners.min(0)), np.minimum(bbox_max, corners.max(0))
+    return bbox_min, bbox_max
+
+
 def samples_at(positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]) -> RaySamples:
     """Zero-length ray samples at ``positions`` seen along ``directions`` (a field query at points), from camera 0
     (nerfacto's fields need a camera index; outside training they use the mean appearance embedding)."""

@@ -15,12 +15,11 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 
-from rff_field.core.embedding import EmbeddingConfig
 from rff_field.core.filter import FILTER_GROUP
 from rff_field.nerf.datamanager import QuietDataManagerConfig
 from rff_field.nerf.filtered_model import FIELDS_GROUP
 from rff_field.nerf.model import RFFNeRFModelConfig
-from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
+from rff_field.nerf.nerfacto_model import DataEmbeddingConfig, RFFNerfactoModelConfig
 from rff_field.nerf.pipeline import RFFPipelineConfig
 from rff_field.nerf.schedulers import FloatExponentialDecaySchedulerConfig
 from rff_field.nerf.trainer import RFFMachineConfig, RFFTrainerConfig
@@ -90,20 +89,20 @@ def rff_nerfacto_config(lite: bool = False) -> RFFTrainerConfig:
     decay = LITE_STEPS if lite else 200000
     if lite:
         model = RFFNerfactoModelConfig(
-            embedding=EmbeddingConfig(encoding="pe", pe_bands="loglinear", num_frequencies=8, pe_scale=32.0,
-                                      include_input=True, filter_residual=True),
+            embedding=DataEmbeddingConfig(encoding="pe", num_frequencies=8, pe_scale=32.0, include_input=True,
+                                          filter_residual=True),
             hidden_dim=64, base_num_layers=3, hidden_dim_color=64, appearance_embed_dim=16,
             num_proposal_samples_per_ray=(32, 16), num_nerf_samples_per_ray=16,
             proposal_net_args_list=[
                 {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 64, "use_linear": False},
                 {"hidden_dim": 16, "log2_hashmap_size": 15, "num_levels": 5, "max_res": 128, "use_linear": False},
             ],
-            implementation="torch", eval_num_rays_per_chunk=4096, average_init_density=0.01,
+            implementation="torch", eval_num_rays_per_chunk=4096,
         )  # fmt: skip
         datamanager = QuietDataManagerConfig(dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=512,
                                             eval_num_rays_per_batch=512)  # fmt: skip
     else:
-        model = RFFNerfactoModelConfig(eval_num_rays_per_chunk=1 << 15, average_init_density=0.01)
+        model = RFFNerfactoModelConfig(eval_num_rays_per_chunk=1 << 15)
         datamanager = QuietDataManagerConfig(
             dataparser=NerfstudioDataParserConfig(), train_num_rays_per_batch=4096, eval_num_rays_per_batch=4096
         )

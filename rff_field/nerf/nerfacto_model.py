@@ -20,7 +20,7 @@ from nerfstudio.field_components.spatial_distortions import SceneContraction
 from nerfstudio.model_components.losses import MSELoss
 from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler, UniformSampler
 from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, NormalsRenderer, RGBRenderer
-from nerfstudio.model_components.scene_colliders import NearFarCollider
+from nerfstudio.model_components.scene_colliders import AABBBoxCollider, NearFarCollider
 from nerfstudio.model_components.shaders import NormalsShader
 from nerfstudio.models.base_model import Model
 from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
@@ -29,7 +29,7 @@ from torch.nn import Parameter
 from torchmetrics.functional import structural_similarity_index_measure
 from torchmetrics.image import PeakSignalNoiseRatio
 
-from rff_field.core.embedding import EmbeddingConfig
+from rff_field.core.embedding import EmbeddingConfig, PEBands
 from rff_field.core.errors import UsageError, check_fields
 from rff_field.nerf.filtered_model import MODEL_OPTION, FilteredModelConfig, FilteredModelMixin
 from rff_field.nerf.hash_grid import ProposalDensityField
@@ -48,6 +48,15 @@ class DataCameraOptimizerConfig(CameraOptimizerConfig):
 
 
 @dataclass
+class DataEmbeddingConfig(EmbeddingConfig):
+    """The field's Fourier embedding, whose PE bands the data chooses unless given."""
+
+    pe_bands: Optional[PEBands] = None
+    """PE bands; None: nerf-pytorch's octaves 2^k / (2 pi) on a Blender scene, whose object fills the box (the
+    embedding's whole domain), the paper's loglinear elsewhere, where the objects are small near the centre."""
+
+
+@dataclass
 class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     """rff-nerfacto: nerfacto with a filtered Fourier feature field in place of its hash grid (Ma et al., ICML 2025).
 
@@ -56,9 +65,8 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     """
 
     _target: Type = field(default_factory=lambda: RFFNerfactoModel)
-    embedding: EmbeddingConfig = field(default_factory=lambda: EmbeddingConfig(
-        encoding="pe", pe_bands="loglinear", num_frequencies=12, pe_scale=64.0, include_input=True,
-        filter_residual=True))  # fmt: skip
+    embedding: DataEmbeddingConfig = field(default_factory=lambda: DataEmbeddingConfig(
+        encoding="pe", num_frequencies=12, pe_scale=64.0, include_input=True, filter_residual=True))  # fmt: skip
     """The embedding of the contracted position and its filter; residual, (1 + f(gamma)) * gamma, by default: with
     the paper's f(gamma) * gamma a capture with surroundings often ended in a blurred average (docs/nerf.md)."""
     base_num_layers: int = 4
@@ -74,6 +82,17 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
     data."""
     camera_optimizer: DataCameraOptimizerConfig = field(default_factory=DataCameraOptimizerConfig)
     """Camera pose optimisation."""
+    disable_scene_contraction: Optional[bool] = None
+    """Leave the scene uncontracted: the field is the scene box, and rays are sampled where they cross it; None: on a
+    Blender scene (an object in the box, cameras outside it), contracted (nerfacto's) on other data."""
+    proposal_initial_sampler: Optional[Literal["piecewise", "uniform"]] = None
+    """The proposal networks' first samples: uniform along the ray, or piecewise (uniform near the camera, then in
+    disparity); None: uniform where the scene is the box (its rays are short), piecewise (nerfacto's) elsewhere."""
+    average_init_density: Optional[float] = None
+    """The fields' density at the start; None: 0.2 where the scene is the box (a ray across the Blender box, 3 units,
+    starts about half opaque), 0.01 (nerfacto's) elsewhere, where rays reach far."""
+    use_appearance_embedding: Optional[bool] = None
+    """A learned appearance code per image; None: none on a Blender scene (renders share their lighting), else on."""
     coarse_sampling_steps: Optional[int] = None
     """Train the first this many steps with the coarse counts below; None: 200 on a Blender scene, where the Fourier
     field grew no surface when it started with nerfacto's counts, 0 on other data."""
@@ -166,7 +185,9 @@ class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
             update_sched=update_schedule,
             initial_sampler=UniformSampler(single_jitter=config.use_single_jitter) if uniform else None,
         )
-        self.collider = NearFarCollider(near_plane=config.near_plane, far_plane=config.far_plane)
+        near, far = config.near_plane, config.far_plane
+        self.collider = (AABBBoxCollider(self.scene_box, near_plane=near) if config.disable_scene_contraction
+                         else NearFarCollider(near_plane=near, far_plane=far))  # fmt: skip
         self.renderer_rgb = RGBRenderer(background_color=config.background_color)
         self.renderer_accumulation = AccumulationRenderer()
         self.renderer_depth = DepthRenderer(method="median")

@@ -20,6 +20,9 @@ from rff_field.nerf.checks import TestMode, check_dataset, check_scaled_size, da
 from rff_field.nerf.nerfacto_model import RFFNerfactoModelConfig
 
 SCALE_OPTION = "--pipeline.datamanager.camera-res-scale-factor"
+VOID_INIT_DENSITY = 0.2
+"""rff-nerfacto's starting density on an object in a void: a ray across the Blender scene box (3 units) starts about
+half opaque (docs/nerf.md)."""
 COARSE_SAMPLING_STEPS = 200
 """rff-nerfacto's first steps with -lite's sample counts on an object in a void (docs/nerf.md)."""
 
@@ -36,6 +39,11 @@ def choose_by_data(config: VanillaPipelineConfig) -> str:
         "coarse_sampling_steps": (model, COARSE_SAMPLING_STEPS if void else 0),
         "background_color": (model, "white" if void else "last_sample"),
         "camera_optimizer.mode": (model.camera_optimizer, "off" if void else "SO3xR3"),
+        "disable_scene_contraction": (model, void),
+        "proposal_initial_sampler": (model, "uniform" if void else "piecewise"),
+        "use_appearance_embedding": (model, not void),
+        "average_init_density": (model, VOID_INIT_DENSITY if void else 0.01),
+        "embedding.pe_bands": (model.embedding, "nerf-pytorch" if void else "loglinear"),
     }
     chosen = []
     for name, (owner, value) in choices.items():

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, Dict, List, Literal, Sequence, Tuple
 
 import numpy as np
 from jaxtyping import Float
@@ -113,18 +113,97 @@ def _solid(colour: Sequence[float]) -> Callable[[Array, Array], Array]:
     return lambda points, normals: np.broadcast_to(np.asarray(colour, dtype=np.float64), points.shape)
 
 
-SCENE: Tuple[Tuple[Callable[[Array, Array], Hit], Callable[[Array, Array], Array]], ...] = (
-    (lambda o, d: _box(o, d, (-0.8, -0.8, -0.6), (0.8, 0.8, -0.4)), _checker),  # slab
-    (lambda o, d: _box(o, d, (-0.65, -0.65, -0.4), (-0.05, -0.05, 0.2)), _cube_faces),  # cube
-    (lambda o, d: _cylinder(o, d, (0.4, -0.35), 0.2, -0.4, 0.55), _stripes),  # cylinder
-    (lambda o, d: _sphere(o, d, (0.3, 0.35, -0.1), 0.3), _solid((0.2, 0.45, 0.9))),  # sphere
-)
-"""The objects (how to intersect each, how to colour a hit), inside [-0.8, 0.8]^3 (the Blender parser's scene box
-is [-1.5, 1.5]^3)."""
+Object = Tuple[Callable[[Array, Array], Hit], Callable[[Array, Array], Array]]
+"""How to intersect an object with rays, and how to colour a hit (points, outward normals)."""
 
 
-def cast_rays(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Tuple[Float[Array, "n 3"], Array]:
-    """Shade rays against the scene.
+def _sphere_checker(cells: int) -> Callable[[Array, Array], Array]:
+    """A latitude-longitude checker of a sphere (by its normals), ``cells`` cells around, in three colours."""
+
+    def albedo(points: Array, normals: Array) -> Array:
+        azimuth = np.arctan2(normals[:, 1], normals[:, 0]) / (2 * math.pi) + 0.5
+        polar = np.arccos(np.clip(normals[:, 2], -1, 1)) / math.pi
+        index = (np.floor(azimuth * cells) + np.floor(polar * cells / 2)).astype(int) % 3
+        return np.array([[0.95, 0.9, 0.8], [0.7, 0.1, 0.15], [0.1, 0.2, 0.5]])[index]
+
+    return albedo
+
+
+def _fine_stripes(points: Array, normals: Array) -> Array:
+    """Diagonal stripes 0.08 units wide in four colours."""
+    index = np.floor((points[:, 0] + points[:, 1] + points[:, 2]) / 0.08).astype(int) % 4
+    return np.array([[0.95, 0.95, 0.9], [0.15, 0.15, 0.15], [0.9, 0.55, 0.1], [0.2, 0.6, 0.65]])[index]
+
+
+def _bar(lo: Sequence[float], hi: Sequence[float], colour: Sequence[float]) -> Object:
+    return (lambda o, d: _box(o, d, lo, hi)), _solid(colour)
+
+
+def _thin_objects() -> Tuple[Object, ...]:
+    """A pole, six bars 0.05 thick at different heights and directions, and a plate 0.02 thick on a thin disc."""
+    objects = [
+        ((lambda o, d: _cylinder(o, d, (0.0, 0.0), 0.5, -0.62, -0.58)), _solid((0.5, 0.45, 0.4))),
+        ((lambda o, d: _cylinder(o, d, (0.0, 0.0), 0.03, -0.58, 0.9)), _solid((0.3, 0.3, 0.35))),
+    ]
+    colours = [(0.85, 0.2, 0.15), (0.2, 0.6, 0.25), (0.15, 0.3, 0.8), (0.9, 0.7, 0.1), (0.6, 0.2, 0.7), (0.1, 0.6, 0.6)]
+    for i, colour in enumerate(colours):
+        z, w, length = -0.4 + 0.22 * i, 0.025, 0.45 + 0.1 * i
+        offset = 0.04 * (i - 2.5)
+        if i % 2 == 0:
+            objects.append(_bar((-length, offset - w, z - w), (length, offset + w, z + w), colour))
+        else:
+            objects.append(_bar((offset - w, -length, z - w), (offset + w, length, z + w), colour))
+    objects.append(_bar((0.2, 0.25, -0.58), (0.7, 0.27, 0.1), (0.95, 0.95, 0.9)))
+    return tuple(objects)
+
+
+def _cup_objects() -> Tuple[Object, ...]:
+    """A box open at the top (floor and four walls 0.06 thick) holding a sphere, and an arch in front of it."""
+    wall, lo, hi, z0, z1 = 0.06, -0.55, 0.35, -0.6, 0.1
+    inside, outside = (0.9, 0.8, 0.55), (0.45, 0.25, 0.15)
+    objects = [
+        _bar((lo, lo, z0), (hi, hi, z0 + wall), inside),
+        _bar((lo, lo, z0), (lo + wall, hi, z1), outside),
+        _bar((hi - wall, lo, z0), (hi, hi, z1), outside),
+        _bar((lo, lo, z0), (hi, lo + wall, z1), inside),
+        _bar((lo, hi - wall, z0), (hi, hi, z1), inside),
+        ((lambda o, d: _sphere(o, d, (-0.1, -0.1, -0.25), 0.28)), _solid((0.2, 0.45, 0.9))),
+        _bar((0.55, -0.7, -0.6), (0.7, -0.55, 0.5), (0.7, 0.7, 0.72)),
+        _bar((0.55, 0.45, -0.6), (0.7, 0.6, 0.5), (0.7, 0.7, 0.72)),
+        _bar((0.5, -0.75, 0.5), (0.75, 0.65, 0.65), (0.85, 0.3, 0.2)),
+    ]
+    return tuple(objects)
+
+
+SCENES: Dict[str, Tuple[Object, ...]] = {
+    "objects": (
+        ((lambda o, d: _box(o, d, (-0.8, -0.8, -0.6), (0.8, 0.8, -0.4))), _checker),  # slab
+        ((lambda o, d: _box(o, d, (-0.65, -0.65, -0.4), (-0.05, -0.05, 0.2))), _cube_faces),  # cube
+        ((lambda o, d: _cylinder(o, d, (0.4, -0.35), 0.2, -0.4, 0.55)), _stripes),  # cylinder
+        ((lambda o, d: _sphere(o, d, (0.3, 0.35, -0.1), 0.3)), _solid((0.2, 0.45, 0.9))),  # sphere
+    ),
+    "thin": _thin_objects(),
+    "texture": (
+        ((lambda o, d: _sphere(o, d, (-0.2, 0.3, 0.0), 0.6)), _sphere_checker(16)),
+        ((lambda o, d: _box(o, d, (0.1, -0.8, -0.6), (0.7, -0.2, 0.4))), _fine_stripes),
+    ),
+    "cup": _cup_objects(),
+    "large": (
+        ((lambda o, d: _sphere(o, d, (0.45, -0.4, 0.2), 0.95)), _sphere_checker(8)),
+        ((lambda o, d: _box(o, d, (-1.35, -0.2, -1.2), (-0.3, 1.35, -0.3))), _cube_faces),
+    ),
+}
+"""The scenes' objects by kind, inside the Blender parser's scene box [-1.5, 1.5]^3: ``objects`` (a checkered slab, a
+cube with one colour per face, a striped cylinder, a sphere; inside [-0.8, 0.8]^3), ``thin`` (bars and a plate under a
+pixel wide at 1/16 of 800 pixels), ``texture`` (a fine checker and stripes), ``cup`` (concave and occluding: an open
+box holding a sphere behind an arch), ``large`` (a sphere and a block off-centre, reaching 1.35 from the centre)."""
+SCENE = SCENES["objects"]
+
+
+def cast_rays(
+    origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"], objects: Sequence[Object] = SCENE
+) -> Tuple[Float[Array, "n 3"], Array]:
+    """Shade rays against ``objects``.
 
     Returns:
         Colours ``[n, 3]`` in [0, 1] (zero for a miss) and the hit mask ``[n]``.
@@ -135,7 +214,7 @@ def cast_rays(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Tuple[
     best_t = np.full(len(origins), np.inf)
     best_n = np.zeros_like(origins)
     best_id = np.full(len(origins), -1)
-    for i, (intersect, _) in enumerate(SCENE):
+    for i, (intersect, _) in enumerate(objects):
         t, n = intersect(origins, dirs)
         closer = t < best_t
         best_t = np.where(closer, t, best_t)
@@ -144,7 +223,7 @@ def cast_rays(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Tuple[
     hit = np.isfinite(best_t)
     points = origins + dirs * np.where(hit, best_t, 0)[:, None]
     colours = np.zeros_like(origins)
-    for i, (_, albedo) in enumerate(SCENE):
+    for i, (_, albedo) in enumerate(objects):
         sel = best_id == i
         if sel.any():
             shade = 0.35 + 0.65 * np.clip(best_n[sel] @ LIGHT, 0, 1)
@@ -192,11 +271,15 @@ def pixel_rays(
 
 
 def render_view(
-    c2w: Float[Array, "4 4"], size: int, camera_angle_x: float = CAMERA_ANGLE_X, supersample: int = 3
+    c2w: Float[Array, "4 4"],
+    size: int,
+    camera_angle_x: float = CAMERA_ANGLE_X,
+    supersample: int = 3,
+    objects: Sequence[Object] = SCENE,
 ) -> Float[Array, "size size 4"]:
-    """Render an RGBA image (straight alpha) of the objects, ``supersample**2`` rays per pixel."""
+    """Render an RGBA image (straight alpha) of ``objects``, ``supersample**2`` rays per pixel."""
     origins, dirs = pixel_rays(c2w, size, camera_angle_x, supersample)
-    colours, hit = cast_rays(origins, dirs)
+    colours, hit = cast_rays(origins, dirs, objects)
     ss = supersample
     rgba = np.concatenate([colours * hit[:, None], hit[:, None].astype(np.float64)], axis=-1)
     rgba = rgba.reshape(size, ss, size, ss, 4).mean(axis=(1, 3))
@@ -232,6 +315,10 @@ class SceneSpec:
     """Seed of the training and validation poses."""
     supersample: int = 3
     """Rays per pixel side (anti-aliasing)."""
+    kind: Literal["objects", "thin", "texture", "cup", "large"] = "objects"
+    """Which objects: objects (a slab, a cube, a cylinder, a sphere), thin (bars under a pixel wide at 1/16 of 800
+    pixels), texture (a fine checker and stripes), cup (concave, occluding), large (off-centre, near the box's
+    faces)."""
 
     def check(self) -> None:
         """Raise :class:`UsageError` for sizes or counts that make no scene."""
@@ -268,7 +355,7 @@ def write_blender_scene(output_dir: Path, spec: SceneSpec = SceneSpec(), progres
     iterator = track(jobs, description="Rendering the synthetic scene") if progress else jobs
     for split, i, pose in iterator:
         (output_dir / split).mkdir(parents=True, exist_ok=True)
-        rgba = render_view(pose, spec.image_size, supersample=spec.supersample)
+        rgba = render_view(pose, spec.image_size, supersample=spec.supersample, objects=SCENES[spec.kind])
         Image.fromarray(np.round(rgba * 255).astype(np.uint8), mode="RGBA").save(output_dir / split / f"r_{i}.png")
         frames[split].append({"file_path": f"./{split}/r_{i}", "rotation": 0.0, "transform_matrix": pose.tolist()})
     for split, split_frames in frames.items():

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from rff_field.cli import demo, export_mesh, nerf_bench, scene
 from rff_field.cli.nerf_bench import MIN_EVAL_SIDE
-from rff_field.nerf.synthetic_scene import SceneSpec, write_blender_scene
+from rff_field.nerf.synthetic_scene import SCENES, SceneSpec, cast_rays, orbit_pose, render_view, write_blender_scene
 from tests import exit_status
 
 
@@ -26,6 +27,23 @@ def test_rff_scene_writes_both_layouts_with_the_view_counts_of_rff_demo(tmp_path
     assert len(list((tmp_path / "b" / "test").glob("*.png"))) == 2
     run(scene.entrypoint, ["capture", "--output-dir", tmp_path / "c", "--num-views", 10, *args], capsys)
     assert len(json.loads((tmp_path / "c" / "transforms.json").read_text())["frames"]) == 10
+
+
+def test_rff_scene_blender_kinds_are_different_objects_inside_the_parsers_scene_box():
+    alphas = {kind: render_view(orbit_pose(15, 30), 32, supersample=1, objects=objects)[..., 3]
+              for kind, objects in SCENES.items()}  # fmt: skip
+    for kind, alpha in alphas.items():
+        assert 0.02 < alpha.mean() < 0.9, kind
+        assert all(np.abs(alpha - other).mean() > 0.02 for name, other in alphas.items() if name != kind), kind
+    # rays leaving the box [-1.5, 1.5]^3 through its faces meet nothing: every object lies inside it
+    grid = np.stack(np.meshgrid(*[np.linspace(-1.5, 1.5, 41)] * 2, indexing="ij"), -1).reshape(-1, 2)
+    for axis in range(3):
+        for side in (-1.5, 1.5):
+            origins = np.insert(grid, axis, side, axis=1)
+            dirs = np.zeros_like(origins)
+            dirs[:, axis] = np.sign(side)
+            for kind, objects in SCENES.items():
+                assert not cast_rays(origins, dirs, objects)[1].any(), (kind, axis, side)
 
 
 def test_rff_nerf_bench_trains_the_grid_once_skips_finished_variants_and_shards(tmp_path, capsys):

@@ -10,8 +10,8 @@ import torch
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.field_components.field_heads import FieldHeadNames
 
-from rff_field.nerf.mesh_export import Frame, camera_focus, density_mesh
-from rff_field.nerf.synthetic_scene import look_at
+from rff_field.nerf.mesh_export import Frame, camera_focus, camera_region, density_mesh
+from rff_field.nerf.synthetic_scene import look_at, orbit_pose
 
 CENTRE, RADIUS, GROUND = np.array([0.2, -0.1, 0.3]), 0.25, -0.1  # in the model's (nerfstudio's) frame
 
@@ -46,6 +46,34 @@ def test_the_camera_focus_is_the_point_every_camera_looks_at():
     focus, radius = camera_focus(cameras)
     assert focus == pytest.approx(target, abs=1e-5)
     assert radius == pytest.approx(0.5 * 2.0 * math.hypot(1, 0.4), rel=1e-5)
+
+
+def seen_by(points: np.ndarray, c2w: np.ndarray, fx: float, fy: float, cx: float, cy: float, w: int, h: int):
+    """The share of pinhole cameras (OpenGL poses ``c2w`` [k, 3, 4], images ``w`` x ``h``) whose image each of
+    ``points`` [n, 3] falls in, in front of the camera."""
+    local = np.einsum("kji,knj->kni", c2w[:, :, :3], points[None] - c2w[:, None, :, 3])  # in each camera's frame
+    depth = -local[..., 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u, v = cx + fx * local[..., 0] / depth, cy - fy * local[..., 1] / depth
+    return ((depth > 0) & (u >= 0) & (u <= w) & (v >= 0) & (v <= h)).mean(axis=0)
+
+
+@pytest.mark.parametrize("elevation", [(5, 50), (30, 80)])
+def test_the_default_region_is_what_a_capture_rigs_cameras_look_at_in_the_datas_coordinates(elevation):
+    target, rng = np.array([0.5, -0.3, 0.2]), np.random.default_rng(0)
+    angles = zip(rng.uniform(0, 360, 40), rng.uniform(*elevation, 40), rng.uniform(2.5, 4.5, 40))
+    poses = [orbit_pose(*angle)[:3] + np.c_[np.zeros((3, 3)), target] for angle in angles]
+    frame = Frame(rotation_z(0.7), np.array([0.5, -1.0, 2.0]), 0.25)  # the data parser's normalisation
+    in_model = [np.c_[frame.rotation @ pose[:, :3], frame.to_model(pose[None, :, 3])[0]] for pose in poses]
+    cameras = Cameras(camera_to_worlds=torch.tensor(np.stack(in_model), dtype=torch.float32), fx=60.0, fy=60.0,
+                      cx=32.0, cy=24.0)  # fmt: skip
+    bbox_min, bbox_max = camera_region(cameras, frame)
+    assert (bbox_min + bbox_max) / 2 == pytest.approx(target, abs=1e-3)
+    points = rng.uniform(bbox_min, bbox_max, (4000, 3))
+    assert (seen_by(points, np.stack(poses), 60.0, 60.0, 32.0, 24.0, 64, 48) >= 0.5).mean() >= 0.9
+    scene_box = frame.to_model(np.array([target - 0.5, target + 0.5]))  # cut to a smaller scene box
+    bbox_min, bbox_max = camera_region(cameras, frame, scene_box)
+    assert bbox_min == pytest.approx(target - 0.5, abs=1e-3) and bbox_max == pytest.approx(target + 0.5, abs=1e-3)
 
 
 def test_the_mesh_is_written_in_the_data_coordinates_the_data_parser_normalised():

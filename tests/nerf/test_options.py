@@ -54,13 +54,34 @@ def test_on_a_blender_scene_rff_nerfacto_chooses_an_object_in_a_void_unless_told
     model = config.pipeline.model
     assert model.background_color == ("random" if given else "white")
     assert model.camera_optimizer.mode == "off" and model.coarse_sampling_steps == 200
+    assert (model.disable_scene_contraction, model.proposal_initial_sampler, model.use_appearance_embedding) == (
+        True, "uniform", False)  # fmt: skip
+    assert model.average_init_density == 0.2 and model.embedding.pe_bands == "nerf-pytorch"
     (notice,) = [notice for notice in notices if "Blender" in notice]
     assert ("background-color" in notice) != bool(given)
     config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", "--data", capture, tmp_path=tmp_path)
     assert not any("Blender" in notice for notice in config.prepare())
     model = config.pipeline.model
-    chosen = (model.background_color, model.camera_optimizer.mode, model.coarse_sampling_steps)
-    assert chosen == ("last_sample", "SO3xR3", 0)
+    chosen = (model.background_color, model.camera_optimizer.mode, model.coarse_sampling_steps,
+              model.disable_scene_contraction, model.proposal_initial_sampler, model.use_appearance_embedding,
+              model.average_init_density, model.embedding.pe_bands)  # fmt: skip
+    assert chosen == ("last_sample", "SO3xR3", 0, False, "piecewise", True, 0.01, "loglinear")
+
+
+def test_on_a_blender_scene_rff_nerfacto_samples_its_rays_only_inside_the_scene_box(scene, tmp_path):
+    config = parsed("rff-nerfacto-lite", "--machine.device-type", "cpu", "blender-data", "--data", scene,
+                    tmp_path=tmp_path)  # fmt: skip
+    config.prepare()
+    pipeline = config.pipeline.setup(device="cpu", test_mode="val")
+    bundle, _ = pipeline.datamanager.next_train(0)
+    samples, _, _ = pipeline.model.proposal_sampler(
+        pipeline.model.collider(bundle), density_fns=pipeline.model.density_fns
+    )
+    positions = samples.frustums.get_positions()
+    box = pipeline.model.scene_box.aabb
+    assert ((positions >= box[0] - 1e-4) & (positions <= box[1] + 1e-4)).all()
+    lengths = (bundle.fars - bundle.nears)[..., 0]
+    assert lengths.max() > 2.0 and lengths.max() <= (box[1] - box[0]).norm() + 1e-4  # rays cross the box, not beyond
 
 
 BAD_OPTIONS = [

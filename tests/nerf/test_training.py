@@ -106,3 +106,14 @@ def test_the_proposal_grids_faster_torch_path_computes_nerfstudios_encoding():
     theirs.load_state_dict(field.encoding.state_dict())
     points = torch.rand(1000, 3)
     assert torch.allclose(field.encoding(points), theirs(points), atol=1e-6)
+
+
+def test_the_proposal_loss_trains_the_proposal_grids_and_leaves_the_positions_hence_the_poses_alone():
+    from rff_field.nerf.hash_grid import ProposalDensityField
+
+    field = ProposalDensityField(torch.tensor([[-1.0] * 3, [1.0] * 3]), num_levels=2, max_res=16,
+                                 log2_hashmap_size=8, implementation="torch")  # fmt: skip
+    positions = torch.rand(100, 3, requires_grad=True)
+    density = field.density_fn(positions).sum()
+    by_position, by_table = torch.autograd.grad(density, [positions, field.encoding.hash_table], allow_unused=True)
+    assert by_position is None and by_table.abs().sum() > 0
