@@ -1,10 +1,5 @@
-"""``rff-scene``: generate the synthetic scenes of the demo and the tests as datasets nerfstudio reads.
-
-Subcommands:
-    blender  objects in a void (transparent background), Blender format (transforms_{train,val,test}.json); --kind
-             chooses the objects
-    capture  the same objects on a ground plane under a sky, cameras around them: nerfstudio-data (transforms.json)
-"""
+"""``rff-scene``: the synthetic scenes of the demo and the tests as datasets nerfstudio reads: ``blender`` (objects in
+a void, Blender format) and ``capture`` (on a ground plane under a sky, nerfstudio-data)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""nerfstudio's proposal density field with a faster torch path for its hash grid (``rff-nerfacto``).
-
-nerfstudio's torch fallback of ``HashEncoding`` hashes each of a cell's 8 corners from scratch and gathers with
-advanced indexing. :class:`TorchHashEncoding` computes each axis's hash term once, keeps the points in the last
-(contiguous) dimension and gathers with ``index_select``: the same table, hash and trilinear weights (outputs equal up
-to the order of the sum; checkpoints are interchangeable), about twice as fast on a CPU
-(``benchmarks/nerf/hash_grid.md``). tinycudann, when used, is left alone.
-"""
+"""nerfstudio's proposal density field with a faster torch hash grid: each axis's hash term computed once and an
+``index_select`` gather, the same table and outputs, twice as fast on a CPU as nerfstudio's torch fallback
+(``benchmarks/nerf/hash_grid.md``); tinycudann, when used, is left alone."""
 
 from __future__ import annotations
 
@@ -46,10 +41,8 @@ class TorchHashEncoding(HashEncoding):
 
 
 class ProposalDensityField(HashMLPDensityField):
-    """nerfstudio's ``HashMLPDensityField`` whose hash grid, on torch, is a :class:`TorchHashEncoding` holding the
-    table nerfstudio's initialised, and whose density is not differentiated by position: the proposal loss trains
-    the proposal networks only, and the camera optimiser learns the poses from the colours (nerfacto also moves them
-    by the proposal loss, at the cost of the hash grids' gradient by position in every step)."""
+    """``HashMLPDensityField`` with a :class:`TorchHashEncoding` on torch, not differentiated by position: the
+    proposal loss trains the proposal networks only, not the camera poses (nerfacto's does)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -1,9 +1,5 @@
-"""A coloured mesh of a trained model's density: the region the training cameras look at, marching cubes at a density
-threshold, the ground cut away, components of a useful size kept, in the data's own coordinates.
-
-nerfstudio trains in a normalised frame: its data parser rotates, translates and scales the data's coordinates
-(``dataparser_transforms.json``): ``p_model = scale * (R p + t)``. :class:`Frame` maps between the two.
-"""
+"""A coloured mesh of a trained model's density in the data's own coordinates (:class:`Frame`): the region the
+cameras look at, marching cubes at a threshold, the ground cut away, small components dropped."""
 
 from __future__ import annotations
 
@@ -30,7 +26,8 @@ GROUND_MAX_TILT = math.radians(20)
 
 @dataclass
 class Frame:
-    """The output frame of a mesh: the data's own coordinates, or with ``identity`` nerfstudio's normalised ones."""
+    """The output frame of a mesh: the data's own coordinates (``p_model = scale * (R p + t)``, nerfstudio's
+    ``dataparser_transforms.json``), or with ``identity`` nerfstudio's normalised ones."""
 
     rotation: Float[np.ndarray, "3 3"]
     translation: Float[np.ndarray, " 3"]
@@ -85,9 +82,8 @@ def samples_at(positions: Float[Tensor, "n 3"], directions: Float[Tensor, "n 3"]
 
 
 def cut_ground(mesh: trimesh.Trimesh, up: np.ndarray, focus: np.ndarray, side: float, tolerance: float):
-    """``mesh`` less the ground and what lies under it, where it has one: the plane (within ``tolerance``) leaning
-    at most :data:`GROUND_MAX_TILT` from ``up`` that holds the most vertices, lies below ``focus`` and spans at least
-    80% of the region's ``side`` both ways. Returns the mesh and whether a ground was cut."""
+    """``mesh`` less its ground, if any (the plane within :data:`GROUND_MAX_TILT` of ``up``, below ``focus``, holding
+    the most vertices and spanning 80% of ``side``), and whether one was cut."""
     vertices = mesh.vertices
     if len(vertices) < 3:
         return mesh, False
@@ -133,11 +129,9 @@ def density_mesh(
     device: torch.device | str = "cpu",
     report: Callable[[str], None] = print,
 ) -> trimesh.Trimesh:
-    """The ``threshold`` level set of the field's density over a box of ``resolution`` points a side, in the output
-    ``frame``'s coordinates, without the connected pieces holding less than ``min_component`` of the triangles and,
-    given the cameras' ``up`` (in that frame), without the ground (:func:`cut_ground`); coloured by the field seen
-    from outside. ``report`` prints the density range seen and what was cut; a level the density does not cross
-    raises :class:`UsageError`."""
+    """The coloured ``threshold`` level set of the density on a ``resolution``-point grid of the box, in ``frame``,
+    without pieces under ``min_component`` of the triangles or the ground (given ``up``); a level the density does
+    not cross is a :class:`UsageError`."""
     rotation = torch.as_tensor(frame.rotation, dtype=torch.float32, device=device)
     translation = torch.as_tensor(frame.translation, dtype=torch.float32, device=device)
 

@@ -90,7 +90,7 @@ def rff_nerfacto_config(lite: bool = False) -> RFFTrainerConfig:
     if lite:
         model = RFFNerfactoModelConfig(
             embedding=DataEmbeddingConfig(encoding="pe", num_frequencies=8, pe_scale=32.0, include_input=True,
-                                          filter_residual=True),
+                                          filter_residual=True, filter_fused=False),
             hidden_dim=64, base_num_layers=3, hidden_dim_color=64, appearance_embed_dim=16,
             num_proposal_samples_per_ray=(32, 16), num_nerf_samples_per_ray=16,
             proposal_net_args_list=[

@@ -1,11 +1,5 @@
-"""``rff-nerfacto``: nerfstudio's nerfacto whose main field embeds the contracted position with a (filtered) Fourier
-feature embedding instead of a hash grid.
-
-Proposal networks and sampling, scene contraction, appearance embedding, camera optimisation, losses and predicted
-normals are nerfacto's. Three options are left to the data (None), and chosen before the model is built
-(:func:`rff_field.nerf.pipeline.choose_by_data`): on an object in a void (a Blender scene) a coarse start, a white
-background and exact poses; on other data nerfacto's.
-"""
+"""``rff-nerfacto``: nerfacto whose main field is a (filtered) Fourier embedding of the contracted position and an
+MLP in place of a hash grid; options left to the data (None) are chosen by ``pipeline.choose_by_data``."""
 
 from __future__ import annotations
 
@@ -58,15 +52,13 @@ class DataEmbeddingConfig(EmbeddingConfig):
 
 @dataclass
 class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
-    """rff-nerfacto: nerfacto with a filtered Fourier feature field in place of its hash grid (Ma et al., ICML 2025).
-
-    nerfacto's hash-grid options do not apply to the main field; the proposal networks keep theirs
-    (proposal_net_args_list). Two defaults differ from nerfacto's: the residual filter and no distortion loss.
-    """
+    """rff-nerfacto: nerfacto with a filtered Fourier feature field in place of its hash grid (Ma et al., ICML 2025);
+    nerfacto's hash-grid options apply to the proposal networks only (proposal_net_args_list)."""
 
     _target: Type = field(default_factory=lambda: RFFNerfactoModel)
     embedding: DataEmbeddingConfig = field(default_factory=lambda: DataEmbeddingConfig(
-        encoding="pe", num_frequencies=12, pe_scale=64.0, include_input=True, filter_residual=True))  # fmt: skip
+        encoding="pe", num_frequencies=12, pe_scale=64.0, include_input=True, filter_residual=True,
+        filter_fused=False))  # fmt: skip
     """The embedding of the contracted position and its filter; residual, (1 + f(gamma)) * gamma, by default: with
     the paper's f(gamma) * gamma a capture with surroundings often ended in a blurred average (docs/nerf.md)."""
     base_num_layers: int = 4
@@ -130,11 +122,7 @@ class RFFNerfactoModelConfig(FilteredModelConfig, NerfactoModelConfig):
 
 
 class RFFNerfactoModel(FilteredModelMixin, NerfactoModel):
-    """nerfacto with :class:`~rff_field.nerf.nerfacto_field.FourierNerfactoField` and the filter's line search.
-
-    Args:
-        config: The model's configuration.
-    """
+    """nerfacto with :class:`~rff_field.nerf.nerfacto_field.FourierNerfactoField` and the filter's line search."""
 
     config: RFFNerfactoModelConfig
     field: FourierNerfactoField

@@ -28,9 +28,8 @@ COARSE_SAMPLING_STEPS = 200
 
 
 def choose_by_data(config: VanillaPipelineConfig) -> str:
-    """Fill in ``rff-nerfacto``'s options that its config leaves to the data (None): on a Blender scene (an object
-    in a void) a coarse start, a white background and exact poses, elsewhere nerfacto's. Returns what it chose on a
-    Blender scene, for a notice ('' when nothing)."""
+    """Fill in ``rff-nerfacto``'s options left to the data (None): an object in a void's on a Blender scene,
+    nerfacto's elsewhere; returns what it chose on a Blender scene, for a notice."""
     model = config.model
     if not isinstance(model, RFFNerfactoModelConfig):
         return ""

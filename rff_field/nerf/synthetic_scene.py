@@ -1,11 +1,6 @@
-"""A small analytic scene, ray-cast in numpy: a checkered slab, a cube with one colour per face, a striped cylinder
-and a sphere (sharp edges, flat regions), lit by a fixed directional light (view-independent shading). Cameras follow
-the Blender/OpenGL convention (looking along their -z, y up; z up in the world).
-
-:func:`write_blender_scene` writes the objects in a void as a Blender-format scene (the chair's field of view,
-cameras at distance 4); :func:`write_nerfstudio_capture` writes them on a ground plane reaching far out, under a sky
-at infinity, from cameras around them: a capture of an object outdoors in nerfstudio-data's format.
-"""
+"""Small analytic scenes ray-cast in numpy under a fixed light (view-independent), cameras in the Blender/OpenGL
+convention: objects in a void as a Blender-format scene (:func:`write_blender_scene`), or on a ground plane under a sky
+as a nerfstudio-data capture (:func:`write_nerfstudio_capture`)."""
 
 from __future__ import annotations
 
@@ -203,11 +198,7 @@ SCENE = SCENES["objects"]
 def cast_rays(
     origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"], objects: Sequence[Object] = SCENE
 ) -> Tuple[Float[Array, "n 3"], Array]:
-    """Shade rays against ``objects``.
-
-    Returns:
-        Colours ``[n, 3]`` in [0, 1] (zero for a miss) and the hit mask ``[n]``.
-    """
+    """Colours ``[n, 3]`` of rays shaded against ``objects`` (zero for a miss) and the hit mask ``[n]``."""
     origins = np.asarray(origins, dtype=np.float64)
     dirs = np.asarray(dirs, dtype=np.float64)
     dirs = dirs / np.linalg.norm(dirs, axis=-1, keepdims=True)
@@ -256,11 +247,8 @@ def orbit_pose(azimuth_deg: float, elevation_deg: float, distance: float = CAMER
 def pixel_rays(
     c2w: Float[Array, "4 4"], size: int, camera_angle_x: float, supersample: int
 ) -> Tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """Origins and directions of ``supersample**2`` rays per pixel of a square pinhole camera, ordered so that
-    ``reshape(size, supersample, size, supersample, ...)`` groups them by pixel.
-
-    Pixel centres are at half-integer coordinates, as in nerfstudio's ``Cameras.generate_rays``.
-    """
+    """Origins and directions of ``supersample**2`` rays per pixel of a square pinhole camera (pixel centres at
+    half-integers, as nerfstudio's), grouped by ``reshape(size, supersample, size, supersample, ...)``."""
     focal = 0.5 * size / math.tan(0.5 * camera_angle_x)
     offsets = (np.arange(supersample) + 0.5) / supersample
     coords = np.arange(size)[:, None] + offsets[None, :]  # [size, ss]
@@ -393,11 +381,7 @@ def sky_colour(dirs: Float[Array, "n 3"]) -> Float[Array, "n 3"]:
 
 
 def cast_rays_unbounded(origins: Float[Array, "n 3"], dirs: Float[Array, "n 3"]) -> Float[Array, "n 3"]:
-    """Shade rays against the objects, then the ground plane, then the sky: every ray gets a colour.
-
-    Cameras are above the ground and the objects stand on it, so a ray that meets an object meets it before the
-    ground.
-    """
+    """Shade rays against the objects, then the ground plane (which the objects stand on), then the sky."""
     origins = np.asarray(origins, dtype=np.float64)
     dirs = np.asarray(dirs, dtype=np.float64)
     dirs = dirs / np.linalg.norm(dirs, axis=-1, keepdims=True)
