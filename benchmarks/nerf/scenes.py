@@ -21,7 +21,6 @@ import argparse
 import copy
 import json
 import os
-import random
 import statistics
 import time
 from dataclasses import dataclass
@@ -41,7 +40,6 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig  # noqa: E402
 from nerfstudio.engine.callbacks import TrainingCallbackLocation  # noqa: E402
 from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig  # noqa: E402
-from nerfstudio.utils import profiler, writer  # noqa: E402
 
 from rff_field.common.machine import machine_description  # noqa: E402
 from rff_field.common.outputs import write_json, write_text  # noqa: E402
@@ -54,7 +52,7 @@ from rff_field.nerf.synthetic_scene import (  # noqa: E402
     write_blender_scene,
     write_nerfstudio_capture,
 )
-from rff_field.nerf.training import run_config, train_in_process  # noqa: E402
+from rff_field.nerf.training import run_config, set_up_trainer, train_in_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("RFF_DATA", HERE.parents[2] / "shared" / "data"))
@@ -185,15 +183,8 @@ def train(config, ours: bool):
     if ours:
         train_in_process(config, on_setup)
     else:
-        for log in (writer.EVENT_WRITERS, writer.EVENT_STORAGE, writer.GLOBAL_BUFFER, profiler.PROFILER):
-            log.clear()
         config.set_timestamp()
-        config.save_config()
-        random.seed(SEED)
-        np.random.seed(SEED)
-        torch.manual_seed(SEED)
-        trainer = config.setup(local_rank=0, world_size=1)
-        trainer.setup()
+        trainer = set_up_trainer(config)
         on_setup(trainer)
         trainer.train()
     return watched["pipeline"], time.process_time() - watched["start"]

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 import numpy as np
 import torch
+from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils import profiler, writer
 from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -29,20 +30,27 @@ def run_config(base: RFFTrainerConfig, data: Path, output_dir: Path, steps: int,
     return config
 
 
-def train_in_process(config: RFFTrainerConfig, on_setup: Optional[Callable[[RFFTrainer], None]] = None) -> Path:
-    """Train ``config`` in this process and return the run's ``config.yml``; ``on_setup(trainer)`` runs before the
-    first step. Raises ``UsageError``, ``TrainingDiverged`` or ``KeyboardInterrupt`` where ``ns-train`` exits."""
+def set_up_trainer(config: TrainerConfig) -> Trainer:
+    """The set-up trainer of ``config`` (its timestamp set), its ``config.yml`` saved and the generators seeded, as
+    ``ns-train`` does; any nerfstudio trainer config."""
     for log in (writer.EVENT_WRITERS, writer.EVENT_STORAGE, writer.GLOBAL_BUFFER, profiler.PROFILER):
-        log.clear()  # nerfstudio keeps an earlier run's writers in module globals
-    config.set_timestamp()
-    for notice in config.prepare():
-        CONSOLE.print(f"[yellow]Notice: {notice}[/yellow]", soft_wrap=True, highlight=False)
+        log.clear()  # nerfstudio keeps an earlier run's writers in module globals and offers no reset
     config.save_config()
     random.seed(config.machine.seed)
     np.random.seed(config.machine.seed)
     torch.manual_seed(config.machine.seed)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
+    return trainer
+
+
+def train_in_process(config: RFFTrainerConfig, on_setup: Optional[Callable[[RFFTrainer], None]] = None) -> Path:
+    """Train ``config`` in this process and return the run's ``config.yml``; ``on_setup(trainer)`` runs before the
+    first step. Raises ``UsageError``, ``TrainingDiverged`` or ``KeyboardInterrupt`` where ``ns-train`` exits."""
+    config.set_timestamp()
+    for notice in config.prepare():
+        CONSOLE.print(f"[yellow]Notice: {notice}[/yellow]", soft_wrap=True, highlight=False)
+    trainer = set_up_trainer(config)
     if on_setup is not None:
         on_setup(trainer)
     try:
