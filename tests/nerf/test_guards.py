@@ -30,12 +30,18 @@ def test_a_field_whose_density_is_zero_everywhere_stops_as_collapsed_naming_the_
     assert "--optimizers.fields.optimizer.lr (now 1e-09)" in str(stopped.value)
 
 
-def test_a_non_finite_loss_ends_ns_train_with_one_line_and_status_3_without_a_checkpoint(scene, tmp_path, capsys):
+def set_up_tiny_nerf(scene, tmp_path):
+    """The set-up trainer of :func:`tiny_nerf`, for tests that call what ``ns-train`` runs."""
     config = tiny_nerf(scene, tmp_path)
     config.set_timestamp()
     config.prepare()
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
+    return trainer
+
+
+def test_a_non_finite_loss_ends_ns_train_with_one_line_and_status_3_without_a_checkpoint(scene, tmp_path, capsys):
+    trainer = set_up_tiny_nerf(scene, tmp_path)
     with torch.no_grad():
         next(trainer.pipeline.model.field_fine.parameters()).fill_(float("nan"))
     with pytest.raises(SystemExit) as ended:
@@ -69,11 +75,7 @@ def test_ctrl_c_ends_training_after_the_step_with_a_checkpoint(scene, tmp_path):
 def test_ctrl_c_in_ns_train_saves_the_checkpoint_and_exits_130(scene, tmp_path, capsys):
     from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 
-    config = tiny_nerf(scene, tmp_path)
-    config.set_timestamp()
-    config.prepare()
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup()
+    trainer = set_up_tiny_nerf(scene, tmp_path)
 
     def press(step: int) -> None:
         if step == 3:
