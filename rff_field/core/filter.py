@@ -15,7 +15,7 @@ from torch.autograd.function import once_differentiable
 from rff_field.core.encodings import Encoding, check_count
 from rff_field.core.errors import UsageError
 
-# Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
+# Matrix kernels of some CPUs run slowly on widths that are not multiples of 8 (benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
 # On a CPU the fused filter runs this many activations at a time, so that its passes stay in cache
 CPU_CHUNK_ELEMENTS = 1 << 17
@@ -49,7 +49,8 @@ class BiasFreeFilter(nn.Module):
             bias = layer.bias
             if bias is not None and i < last:
                 bias = F.pad(bias, (0, weight.shape[0] - self.dim))
-            h = F.linear(torch.relu(h) if i else h, weight, None if bias is None else bias.to(h.dtype))
+            h = F.linear(h, weight, None if bias is None else bias.to(h.dtype))
+            h = h.relu_() if i < last else h  # in place: the product's backward reads its inputs, not its output
         return h
 
     def padded_weights(self, dtype: torch.dtype) -> list[Tensor]:
