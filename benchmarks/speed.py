@@ -84,15 +84,18 @@ class Runner:
                  count: Callable[[], None]) -> None:  # fmt: skip
         self.step, self.model, self.search, self.count = step, model, search, count
         self.search_seconds = 0.0
-        if search is not None:  # time the hook's work (an attribute of this object, looked up before its class's)
-            set_rate = search._set_rate
+        if search is not None:  # time the hooks' work (attributes of this object, looked up before its class's)
+            for name in ("_set_rate", "_lr_d_inr"):  # the rule, and the slopes of optimizers that step before it
+                setattr(search, name, self.timed(getattr(search, name)))
 
-            def timed(loss):
-                start = time.thread_time()
-                set_rate(loss)
-                self.search_seconds += time.thread_time() - start
+    def timed(self, function: Callable) -> Callable:
+        def timed_function(*args, **kwargs):
+            start = time.thread_time()
+            result = function(*args, **kwargs)
+            self.search_seconds += time.thread_time() - start
+            return result
 
-            search._set_rate = timed
+        return timed_function
 
 
 def fit_runner(run: FitRun) -> Runner:

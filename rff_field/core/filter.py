@@ -15,7 +15,7 @@ from torch.autograd.function import once_differentiable
 from rff_field.core.encodings import Encoding, check_count
 from rff_field.core.errors import UsageError
 
-# Matrix kernels run slowly on widths that are not multiples of 8 (measured: benchmarks/filter/padding.md).
+# Matrix kernels of some CPUs run slowly on widths that are not multiples of 8 (benchmarks/filter/padding.md).
 PAD_MULTIPLE = 8
 # On a CPU the fused filter runs this many activations at a time, so that its passes stay in cache
 CPU_CHUNK_ELEMENTS = 1 << 17
@@ -44,14 +44,21 @@ class BiasFreeFilter(nn.Module):
 
     def forward(self, x: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
         self.check_input(x)
-        pad = -self.dim % PAD_MULTIPLE
-        h = F.pad(x, (0, pad)) if pad else x
-        for i, layer in enumerate(self.layers):
-            weight, bias = layer.weight, layer.bias
-            if pad:
-                weight, bias = F.pad(weight, (0, pad, 0, pad)), None if bias is None else F.pad(bias, (0, pad))
-            h = F.linear(torch.relu(h) if i else h, weight.to(h.dtype), None if bias is None else bias.to(h.dtype))
-        return h[..., : self.dim] if pad else h
+        h, last = x, len(self.layers) - 1
+        for i, (layer, weight) in enumerate(zip(self.layers, self.padded_weights(x.dtype))):
+            bias = layer.bias
+            if bias is not None and i < last:
+                bias = F.pad(bias, (0, weight.shape[0] - self.dim))
+            h = F.linear(h, weight, None if bias is None else bias.to(h.dtype))
+            h = h.relu_() if i < last else h  # in place: the product's backward reads its inputs, not its output
+        return h
+
+    def padded_weights(self, dtype: torch.dtype) -> list[Tensor]:
+        """The weights in ``dtype``, hidden units zero-padded (the input and output keep ``dim``); made on every call
+        (microseconds), as no public signal tells that an optimizer changed the weights in place."""
+        pad, last = -self.dim % PAD_MULTIPLE, len(self.layers) - 1
+        return [F.pad(layer.weight.to(dtype), (0, pad if i else 0, 0, pad if i < last else 0))
+                for i, layer in enumerate(self.layers)]  # fmt: skip
 
 
 class FilteredEncoding(Encoding):
@@ -69,28 +76,22 @@ class FilteredEncoding(Encoding):
     def apply_filter(self, gamma: Float[Tensor, "*bs dim"]) -> Float[Tensor, "*bs dim"]:
         """The filtered embedding of an already computed embedding ``gamma``."""
         if not self.fused:
-            filtered = self.filter(gamma) * gamma
-            return filtered + gamma if self.residual else filtered
+            f = self.filter(gamma)
+            return torch.addcmul(gamma, f, gamma) if self.residual else f * gamma
         self.filter.check_input(gamma)
         device = gamma.device.type
         autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
         dtype = torch.get_autocast_dtype(device) if autocast else gamma.dtype
         weights = [layer.weight for layer in self.filter.layers]
         x = gamma.reshape(-1, gamma.shape[-1])
+        with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext(), torch.no_grad():
+            padded = self.filter.padded_weights(dtype)
         with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext():
-            padded = self.padded_weights(dtype)
             if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in weights)):
                 out = FusedFilterProduct.apply(x, self.residual, padded, *weights)
             else:
                 out = filter_product(x, self.residual, padded)[0]
         return out.reshape(gamma.shape)
-
-    def padded_weights(self, dtype: torch.dtype) -> list[Tensor]:
-        """The weights in ``dtype``, zero-padded hidden units; made on every call (a few microseconds), as no public
-        signal tells that an optimizer changed the weights in place."""
-        weights = [layer.weight.detach() for layer in self.filter.layers]
-        pad, last = -self.filter.dim % PAD_MULTIPLE, len(weights) - 1
-        return [F.pad(w.to(dtype), (0, pad if i else 0, 0, pad if i < last else 0)) for i, w in enumerate(weights)]
 
     def get_out_dim(self) -> int:
         return self.encoding.get_out_dim()
@@ -105,7 +106,7 @@ class FilteredEncoding(Encoding):
 
 def filter_product(x: Float[Tensor, "rows dim"], residual: bool, padded: Sequence[Tensor], keep_last: bool = False,
                    keep_hidden: bool = False) -> tuple[Tensor, Optional[Tensor], list[Tensor]]:  # fmt: skip
-    """``f(x) * x`` (``residual``: ``+ x``) in the dtype of ``padded`` (:meth:`FilteredEncoding.padded_weights`),
+    """``f(x) * x`` (``residual``: ``+ x``) in the dtype of ``padded`` (:meth:`BiasFreeFilter.padded_weights`),
     with the last layer's output (``keep_last``) and the hidden activations (``keep_hidden``) for backward."""
     dtype, rows = padded[0].dtype, len(x)
     x_in = x.to(dtype)

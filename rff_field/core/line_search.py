@@ -54,12 +54,12 @@ def filter_step_size(loss: Tensor, d_filter: Tensor, lr_d_inr: Tensor, lr_min: f
                      ) -> Tensor:  # fmt: skip
     """The filter's rate from float64 tensors, elementwise: ``loss``, the slope ``d_filter`` of the loss along the
     filter's update per unit rate, and the INR's rate times its slope. ``lr_min`` for any non-finite input."""
-    k = -d_filter + eps  # the next loss modelled as b - k * rate
+    k = eps - d_filter  # the next loss modelled as b - k * rate
     b = loss + lr_d_inr
     crossing = torch.where(k == 0, lr_max, (b / k).abs().clamp(lr_min, lr_max))
-    inr_alone = (k >= 0) & (b <= 0)
-    same_sign = ((k >= 0) & (b >= 0)) | ((k <= 0) & (b <= 0))
-    rate = torch.where(~inr_alone & same_sign, crossing, lr_min)
+    # the docs' branches in one test: the crossing where b > 0 and k >= 0, or b <= 0 and k < 0 (there |b / k| or
+    # lr_min); lr_min where the INR alone reaches zero or the filter's direction is uphill
+    rate = torch.where((b > 0) == (k >= 0), crossing, lr_min)
     # sufficient decrease, rate * d_filter + lr_d_inr <= 0, is linear in the rate: if violated, its boundary value
     violated = (rate * d_filter + lr_d_inr > 0) & (d_filter != 0)
     rate = torch.where(violated, -lr_d_inr / d_filter, rate).clamp(lr_min, lr_max)
@@ -75,6 +75,7 @@ class GroupTensors(NamedTuple):
     moments: Optional[tuple[list[Tensor], list[Tensor], Optional[list[Tensor]]]]  # exp_avg, exp_avg_sq, max_...
     steps: list[Tensor]
     unscale: Optional[Tensor]
+    stepped: bool  # the optimizer has taken this step: its moments and steps already include g
 
 
 def group_slope(group: GroupTensors) -> Tensor:
@@ -90,20 +91,26 @@ def tensor_slopes(group: GroupTensors) -> Float[Tensor, " tensors"]:
         return -sums(torch._foreach_mul(grads, grads))
     beta1, beta2, eps, weight_decay, decoupled = group.adam
     exp_avgs, exp_avg_sqs, max_exp_avg_sqs = group.moments
-    g = torch._foreach_add(grads, group.params, alpha=weight_decay) if weight_decay and not decoupled else grads
-    m = torch._foreach_lerp(exp_avgs, g, 1 - beta1)
-    v = torch._foreach_mul(exp_avg_sqs, beta2)
-    torch._foreach_addcmul_(v, g, g, value=1 - beta2)
-    if max_exp_avg_sqs is not None:
-        torch._foreach_maximum_(v, max_exp_avg_sqs)
-    steps = torch.stack(group.steps).double() + 1  # float32 loses 1 - 0.999**t
+    tiny = torch.finfo(grads[0].dtype).tiny  # the square root of a subnormal is slow on a CPU
+    if group.stepped:  # the optimizer's own moments: fewer passes, and its state is left as it is
+        m = torch._foreach_mul(exp_avgs, grads)
+        v = torch._foreach_maximum(exp_avg_sqs if max_exp_avg_sqs is None else max_exp_avg_sqs, tiny)
+        steps = torch.stack(group.steps).double()  # float32 loses 1 - 0.999**t
+    else:
+        g = torch._foreach_add(grads, group.params, alpha=weight_decay) if weight_decay and not decoupled else grads
+        m = torch._foreach_lerp(exp_avgs, g, 1 - beta1)
+        torch._foreach_mul_(m, grads)
+        v = torch._foreach_mul(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(v, g, g, value=1 - beta2)
+        if max_exp_avg_sqs is not None:
+            torch._foreach_maximum_(v, max_exp_avg_sqs)
+        torch._foreach_maximum_(v, tiny)
+        steps = torch.stack(group.steps).double() + 1
     root_c2 = (1 - beta2**steps).sqrt()
     # Adam's p = -(m / c1) / (sqrt(v / c2) + eps) = -(sqrt(c2) / c1) * m / (sqrt(v) + eps * sqrt(c2)), as torch's Adam
-    torch._foreach_maximum_(v, torch.finfo(v[0].dtype).tiny)  # the square root of a subnormal is slow on a CPU
     torch._foreach_sqrt_(v)
     torch._foreach_add_(v, (eps * root_c2).to(v[0].dtype).unbind())
     torch._foreach_div_(m, v)
-    torch._foreach_mul_(m, grads)
     slopes = -(root_c2 / (1 - beta1**steps)).to(m[0].device) * sums(m)
     if weight_decay and decoupled:
         slopes = slopes - weight_decay * sums(torch._foreach_mul(grads, group.params))
@@ -111,16 +118,17 @@ def tensor_slopes(group: GroupTensors) -> Float[Tensor, " tensors"]:
 
 
 def sums(tensors: Sequence[Tensor]) -> Float[Tensor, " tensors"]:
-    """Each tensor's sum in float64."""
-    return torch.stack([tensor.sum(dtype=torch.float64) for tensor in tensors])
+    """Each tensor's sum, as float64 (summed in its own dtype: torch's cascade sum, five times faster on a CPU)."""
+    return torch.stack([tensor.sum() for tensor in tensors]).double()
 
 
 def line_search_row(loss: Tensor, filter_groups: Sequence[GroupTensors], inr_groups: Sequence[GroupTensors],
-                    inr_lrs: Sequence[Tensor], lr_min: float, lr_max: float, eps: float, clip_factor: Optional[Tensor]
-                    ) -> Float[Tensor, " 4"]:  # fmt: skip
-    """One step's :data:`RECORD_FIELDS` (what ``fused`` compiles). The slopes divide by the factor of a clipping
-    since backward: the loss's own gradient along the clipped steps."""
-    d_filter, lr_d_inr = loss.new_zeros(()), loss.new_zeros(())
+                    inr_lrs: Sequence[Tensor], lr_d_stepped: Tensor, lr_min: float, lr_max: float, eps: float,
+                    clip_factor: Optional[Tensor]) -> Float[Tensor, " 4"]:  # fmt: skip
+    """One step's :data:`RECORD_FIELDS` (what ``fused`` compiles); ``lr_d_stepped``: rate times slope of the INR's
+    groups whose optimizers already stepped. The slopes divide by the factor of a clipping since backward: the
+    loss's own gradient along the clipped steps."""
+    d_filter, lr_d_inr = loss.new_zeros(()), lr_d_stepped
     for group in filter_groups:
         d_filter = d_filter + group_slope(group)
     for group, lr in zip(inr_groups, inr_lrs):
@@ -135,14 +143,15 @@ def _at_least_float32(tensor: Tensor) -> Tensor:
 
 
 def group_tensors(optimizer: Optimizer, group: dict, direction: str, unscale: Optional[Tensor],
-                  only: Optional[set[int]] = None) -> Optional[GroupTensors]:  # fmt: skip
-    """The tensors of ``group``'s parameters that have a gradient (and are in ``only``); None when there are none."""
+                  only: Optional[set[int]] = None, stepped: bool = False) -> Optional[GroupTensors]:  # fmt: skip
+    """The tensors of ``group``'s parameters that have a gradient (and are in ``only``); None when there are none.
+    ``stepped``: read after ``optimizer`` took the step (see :attr:`GroupTensors.stepped`)."""
     params = [p for p in group["params"] if p.grad is not None and (only is None or id(p) in only)]
     if not params:
         return None
     grads = [_at_least_float32(p.grad) for p in params]
     if direction == "gradient":
-        return GroupTensors(grads, [], None, None, [], unscale)
+        return GroupTensors(grads, [], None, None, [], unscale, stepped)
     states = [optimizer.state.get(p, {}) for p in params]
     step_device = params[0].device if group.get("capturable") or group.get("fused") else torch.device("cpu")
 
@@ -153,14 +162,15 @@ def group_tensors(optimizer: Optimizer, group: dict, direction: str, unscale: Op
     adam = (*map(float, group["betas"]), float(group["eps"]), float(group["weight_decay"]), decoupled)
     moments = (state("exp_avg"), state("exp_avg_sq"), state("max_exp_avg_sq") if group["amsgrad"] else None)
     steps = [s["step"] if "step" in s else torch.zeros((), device=step_device) for s in states]
-    return GroupTensors(grads, [_at_least_float32(p.detach()) for p in params], adam, moments, steps, unscale)
+    return GroupTensors(grads, [_at_least_float32(p.detach()) for p in params], adam, moments, steps, unscale, stepped)
 
 
 class FilterLineSearch:
-    """Sets the filter groups' rate before every optimizer step (a ``register_step_pre_hook`` on each optimizer, any
-    order) from ``loss_fn()`` (averaged under ``torch.distributed``) and the gradients (unscaled by ``grad_scaler``).
-    The rate is a device tensor the optimizer reads, so no step after the first reads the host; each step's
-    :data:`RECORD_FIELDS` stay in :attr:`records`. ``inr_params``: None for every other parameter."""
+    """Sets the filter groups' rate before the filter's optimizer steps (step hooks on each optimizer, any order)
+    from ``loss_fn()`` (averaged under ``torch.distributed``) and the gradients (unscaled by ``grad_scaler``); the
+    INR's slopes of an optimizer that steps first are read from its own moments after its step. The rate is a device
+    tensor the optimizer reads, so no step after the first reads the host; each step's :data:`RECORD_FIELDS` stay in
+    :attr:`records`. ``inr_params``: None for every other parameter."""
 
     def __init__(
         self,
@@ -182,11 +192,13 @@ class FilterLineSearch:
         self._find_groups()
         self._device = self._filter_groups[0][1]["params"][0].device
         self._records = torch.zeros(64, len(RECORD_FIELDS), dtype=torch.float64, device=self._device)
-        self._steps, self._step_key, self._stepped = 0, None, set()
+        self._steps, self._step_key, self._stepped, self._rate_set = 0, None, set(), False
+        self._lr_d_stepped: list[Tensor] = []  # rate times slope of the INR's optimizers that stepped this step
         self._clip: Optional[tuple[Tensor, list[tuple[weakref.ref, int]]]] = None
         self._compiled_row = torch.compile(line_search_row, fullgraph=True, dynamic=False) if config.fused else None
         self.compiled = False  # whether the rule's arithmetic ran compiled (fused, and the compiler worked)
         self._handles = [opt.register_step_pre_hook(self._pre_step) for opt in self.optimizers]
+        self._handles += [opt.register_step_post_hook(self._post_step) for opt in self.optimizers]
         self._handles += [opt.register_load_state_dict_post_hook(lambda _: self._find_groups())
                           for opt in self.optimizers]  # fmt: skip
 
@@ -209,6 +221,7 @@ class FilterLineSearch:
             raise UsageError("the line search needs the filter's parameters, all held by the given optimizers (the "
                              "trained ones, as split_filter_parameters gives them)")  # fmt: skip
         self._rates = [tensor_learning_rate(opt, group) for opt, group in self._filter_groups]
+        self._filter_optimizers = {id(opt) for opt, _ in self._filter_groups}
 
     def remove(self) -> None:
         """Detach the hooks; the filter groups keep their last rate, as a number again."""
@@ -245,9 +258,43 @@ class FilterLineSearch:
         key = (loss.untyped_storage().data_ptr(), loss.storage_offset(), loss._version) if isinstance(loss, Tensor) \
             else float(loss)  # fmt: skip
         if key != self._step_key or id(optimizer) in self._stepped:
-            self._step_key, self._stepped = key, set()
+            self._step_key, self._stepped, self._rate_set, self._lr_d_stepped = key, set(), False, []
+        if not self._rate_set and id(optimizer) in self._filter_optimizers:
             self._set_rate(loss)
+            self._rate_set = True
+        elif not self._rate_set and not self._reads_after_step(optimizer):
+            self._lr_d_stepped.append(self._lr_d_inr(optimizer, stepped=False))
         self._stepped.add(id(optimizer))
+
+    def _post_step(self, optimizer: Optimizer, args: tuple, kwargs: dict) -> None:
+        if not self._rate_set and id(optimizer) not in self._filter_optimizers and self._reads_after_step(optimizer):
+            self._lr_d_stepped.append(self._lr_d_inr(optimizer, stepped=True))
+
+    def _reads_after_step(self, optimizer: Optimizer) -> bool:
+        """Whether ``optimizer``'s moments after its step give its slopes: not fused (whose kernel may unscale the
+        gradients), no decoupled weight decay (whose term reads the parameters before the step)."""
+        if self.config.direction == "gradient":
+            return True
+        groups = [group for opt, group in self._inr_groups if opt is optimizer]
+        decoupled = isinstance(optimizer, torch.optim.AdamW)
+        return not any(g.get("fused") or (decoupled or g.get("decoupled_weight_decay")) and g["weight_decay"]
+                       for g in groups)  # fmt: skip
+
+    def _lr_d_inr(self, optimizer: Optimizer, stepped: bool) -> Tensor:
+        """Rate times slope summed over ``optimizer``'s INR groups, read before or after its step."""
+        total = torch.zeros((), dtype=torch.float64, device=self._device)
+        with torch.no_grad():
+            for group in (group for opt, group in self._inr_groups if opt is optimizer):
+                scale = self._inverse_scale(optimizer)
+                tensors = group_tensors(optimizer, group, self.config.direction, scale, self._inr_ids, stepped)
+                if tensors is not None:
+                    total = total + self._as_rate(group["lr"]) * group_slope(tensors)
+        return total
+
+    def _as_rate(self, lr: Union[Tensor, float]) -> Tensor:
+        if isinstance(lr, Tensor):
+            return lr.to(self._device, torch.float64)
+        return torch.full((), lr, dtype=torch.float64, device=self._device)
 
     def _inverse_scale(self, optimizer: Optimizer) -> Optional[Tensor]:
         """The factor that unscales ``optimizer``'s gradients, a tensor on the device (None: not scaled)."""
@@ -273,15 +320,15 @@ class FilterLineSearch:
         config, clip, self._clip = self.config, self._clip, None
         if clip is not None and not all(ref() is not None and ref()._version == v for ref, v in clip[1]):
             clip = None  # the gradients are no longer those it clipped
+        waiting = [(opt, g) for opt, g in self._inr_groups if id(opt) not in self._stepped]
         groups = [(group_tensors(opt, g, config.direction, self._inverse_scale(opt), ids), g["lr"])
-                  for groups, ids in ((self._filter_groups, None), (self._inr_groups, self._inr_ids))
+                  for groups, ids in ((self._filter_groups, None), (waiting, self._inr_ids))
                   for opt, g in groups]  # fmt: skip
         filter_groups = [t for t, _ in groups[: len(self._filter_groups)] if t is not None]
         inr = [(t, lr) for t, lr in groups[len(self._filter_groups) :] if t is not None]
-        inr_lrs = [lr.to(self._device, torch.float64) if isinstance(lr, Tensor)
-                   else torch.full((), lr, dtype=torch.float64, device=self._device) for _, lr in inr]  # fmt: skip
-        args = (loss, filter_groups, [t for t, _ in inr], inr_lrs, config.lr_min, config.lr_max, config.eps,
-                None if clip is None else clip[0])  # fmt: skip
+        lr_d_stepped = sum(self._lr_d_stepped, torch.zeros((), dtype=torch.float64, device=self._device))
+        args = (loss, filter_groups, [t for t, _ in inr], [self._as_rate(lr) for _, lr in inr], lr_d_stepped,
+                config.lr_min, config.lr_max, config.eps, None if clip is None else clip[0])  # fmt: skip
         with torch.no_grad():
             row = self._compiled_row_or_fallback(*args) if self._compiled_row is not None else line_search_row(*args)
         for rate in self._rates:
