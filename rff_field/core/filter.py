@@ -84,7 +84,7 @@ class FilteredEncoding(Encoding):
         dtype = torch.get_autocast_dtype(device) if autocast else gamma.dtype
         weights = [layer.weight for layer in self.filter.layers]
         x = gamma.reshape(-1, gamma.shape[-1])
-        with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext(), torch.no_grad():
+        with torch.no_grad():
             padded = self.filter.padded_weights(dtype)
         with torch.autocast(device, enabled=False) if autocast else contextlib.nullcontext():
             if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in weights)):

@@ -128,14 +128,25 @@ def line_search_row(loss: Tensor, filter_groups: Sequence[GroupTensors], inr_gro
     """One step's :data:`RECORD_FIELDS` (what ``fused`` compiles); ``lr_d_stepped``: rate times slope of the INR's
     groups whose optimizers already stepped. The slopes divide by the factor of a clipping since backward: the
     loss's own gradient along the clipped steps."""
-    d_filter, lr_d_inr = loss.new_zeros(()), lr_d_stepped
+    d_filter = loss.new_zeros(())
     for group in filter_groups:
         d_filter = d_filter + group_slope(group)
-    for group, lr in zip(inr_groups, inr_lrs):
-        lr_d_inr = lr_d_inr + lr * group_slope(group)
+    lr_d_inr = rate_times_slope(inr_groups, inr_lrs, lr_d_stepped)
     if clip_factor is not None:
         d_filter, lr_d_inr = d_filter / clip_factor, lr_d_inr / clip_factor
     return torch.stack([loss, d_filter, lr_d_inr, filter_step_size(loss, d_filter, lr_d_inr, lr_min, lr_max, eps)])
+
+
+def rate_times_slope(groups: Sequence[GroupTensors], lrs: Sequence[Tensor], total: Tensor) -> Tensor:
+    """``total`` plus each group's rate times its slope."""
+    for group, lr in zip(groups, lrs):
+        total = total + lr * group_slope(group)
+    return total
+
+
+def decoupled_weight_decay(optimizer: Optimizer, group: dict) -> bool:
+    """Whether ``group``'s weight decay is AdamW's, outside the gradient."""
+    return isinstance(optimizer, torch.optim.AdamW) or bool(group.get("decoupled_weight_decay"))
 
 
 def _at_least_float32(tensor: Tensor) -> Tensor:
@@ -158,7 +169,7 @@ def group_tensors(optimizer: Optimizer, group: dict, direction: str, unscale: Op
     def state(name: str) -> list[Tensor]:
         return [_at_least_float32(s[name]) if name in s else torch.zeros_like(g) for s, g in zip(states, grads)]
 
-    decoupled = isinstance(optimizer, torch.optim.AdamW) or bool(group.get("decoupled_weight_decay"))
+    decoupled = decoupled_weight_decay(optimizer, group)
     adam = (*map(float, group["betas"]), float(group["eps"]), float(group["weight_decay"]), decoupled)
     moments = (state("exp_avg"), state("exp_avg_sq"), state("max_exp_avg_sq") if group["amsgrad"] else None)
     steps = [s["step"] if "step" in s else torch.zeros((), device=step_device) for s in states]
@@ -275,21 +286,25 @@ class FilterLineSearch:
         gradients), no decoupled weight decay (whose term reads the parameters before the step)."""
         if self.config.direction == "gradient":
             return True
-        groups = [group for opt, group in self._inr_groups if opt is optimizer]
-        decoupled = isinstance(optimizer, torch.optim.AdamW)
-        return not any(g.get("fused") or (decoupled or g.get("decoupled_weight_decay")) and g["weight_decay"]
-                       for g in groups)  # fmt: skip
+        return not any(group.get("fused") or decoupled_weight_decay(optimizer, group) and group["weight_decay"]
+                       for opt, group in self._inr_groups if opt is optimizer)  # fmt: skip
 
     def _lr_d_inr(self, optimizer: Optimizer, stepped: bool) -> Tensor:
         """Rate times slope summed over ``optimizer``'s INR groups, read before or after its step."""
-        total = torch.zeros((), dtype=torch.float64, device=self._device)
+        groups, lrs = self._tensors([(opt, g) for opt, g in self._inr_groups if opt is optimizer], self._inr_ids,
+                                    stepped)  # fmt: skip
         with torch.no_grad():
-            for group in (group for opt, group in self._inr_groups if opt is optimizer):
-                scale = self._inverse_scale(optimizer)
-                tensors = group_tensors(optimizer, group, self.config.direction, scale, self._inr_ids, stepped)
-                if tensors is not None:
-                    total = total + self._as_rate(group["lr"]) * group_slope(tensors)
-        return total
+            return rate_times_slope(groups, lrs, self._zero())
+
+    def _tensors(self, groups: list[tuple[Optimizer, dict]], only: Optional[set[int]], stepped: bool
+                 ) -> tuple[list[GroupTensors], list[Tensor]]:  # fmt: skip
+        """:func:`group_tensors` of the ``(optimizer, group)`` pairs that have gradients, and their rates."""
+        found = [(group_tensors(opt, g, self.config.direction, self._inverse_scale(opt), only, stepped), g["lr"])
+                 for opt, g in groups]  # fmt: skip
+        return [t for t, _ in found if t is not None], [self._as_rate(lr) for t, lr in found if t is not None]
+
+    def _zero(self) -> Tensor:
+        return torch.zeros((), dtype=torch.float64, device=self._device)
 
     def _as_rate(self, lr: Union[Tensor, float]) -> Tensor:
         if isinstance(lr, Tensor):
@@ -320,15 +335,11 @@ class FilterLineSearch:
         config, clip, self._clip = self.config, self._clip, None
         if clip is not None and not all(ref() is not None and ref()._version == v for ref, v in clip[1]):
             clip = None  # the gradients are no longer those it clipped
-        waiting = [(opt, g) for opt, g in self._inr_groups if id(opt) not in self._stepped]
-        groups = [(group_tensors(opt, g, config.direction, self._inverse_scale(opt), ids), g["lr"])
-                  for groups, ids in ((self._filter_groups, None), (waiting, self._inr_ids))
-                  for opt, g in groups]  # fmt: skip
-        filter_groups = [t for t, _ in groups[: len(self._filter_groups)] if t is not None]
-        inr = [(t, lr) for t, lr in groups[len(self._filter_groups) :] if t is not None]
-        lr_d_stepped = sum(self._lr_d_stepped, torch.zeros((), dtype=torch.float64, device=self._device))
-        args = (loss, filter_groups, [t for t, _ in inr], [self._as_rate(lr) for _, lr in inr], lr_d_stepped,
-                config.lr_min, config.lr_max, config.eps, None if clip is None else clip[0])  # fmt: skip
+        filter_groups, _ = self._tensors(self._filter_groups, None, stepped=False)
+        inr_groups, inr_lrs = self._tensors([(opt, g) for opt, g in self._inr_groups if id(opt) not in self._stepped],
+                                            self._inr_ids, stepped=False)  # fmt: skip
+        args = (loss, filter_groups, inr_groups, inr_lrs, sum(self._lr_d_stepped, self._zero()), config.lr_min,
+                config.lr_max, config.eps, None if clip is None else clip[0])  # fmt: skip
         with torch.no_grad():
             row = self._compiled_row_or_fallback(*args) if self._compiled_row is not None else line_search_row(*args)
         for rate in self._rates:
