@@ -41,6 +41,11 @@ class FourierEncoding(Encoding):
         if frequencies.ndim != 2 or 0 in frequencies.shape or not torch.isfinite(frequencies).all():
             raise UsageError(f"an embedding needs a [num_frequencies, in_dim] tensor of finite frequencies, got one of "
                              f"shape {tuple(frequencies.shape)}")  # fmt: skip
+        reach = 2 * math.pi * frequencies.float().abs().sum(dim=-1)  # a row's largest phase at coordinates in [-1, 1]
+        if not torch.isfinite(reach).all():
+            raise UsageError(f"an embedding's frequencies must keep their phase finite in float32 (at most about "
+                             f"{torch.finfo(torch.float32).max / (2 * math.pi):.1e} cycles per unit), got "
+                             f"{frequencies.abs().max().item():.3g}")  # fmt: skip
         super().__init__(frequencies.shape[-1])
         self.register_buffer("B", frequencies.float())
         self.include_input = include_input

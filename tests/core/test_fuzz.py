@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -50,6 +50,15 @@ def test_positional_encoding_computes_its_formula_or_refuses(factor):
         dtype=DTYPES,
         seed=st.integers(0, 9),
     )
+    @example(
+        in_dim=2,
+        frequencies=torch.tensor([1e-30, -3.4028e38], dtype=torch.float64),
+        include_input=False,
+        points=3,
+        width=2,
+        dtype=torch.float16,
+        seed=2,
+    )  # a phase beyond float32 once gave NaN, not a refusal
     def check(in_dim, frequencies, include_input, points, width, dtype, seed):
         encoding = refused(lambda: PositionalEncoding(in_dim, frequencies, include_input))
         if encoding is None:
