@@ -50,6 +50,7 @@ def make_embedding(row: dict, side: int) -> nn.Module:
         include_input=False,
         filtered=bool(row["filter"]),
         filter_layers=3,
+        filter_residual=bool(row.get("residual")),
     ).build(2)
 
 
@@ -158,20 +159,25 @@ class Net(nn.Module):
 
 
 class Fit:
-    """One row on one image: model, optimizer, schedule, line search, and the state a checkpoint keeps."""
+    """One row on one image: model, optimizer, schedule, line search, and the state a checkpoint keeps. ``row``:
+    default ``ROWS[label]``; ``record_every``: keep the line search's record of every so many steps."""
 
-    def __init__(self, label: str, pixels: torch.Tensor, iters: int, gamma_cache: dict):
-        self.label, self.row, self.iters = label, ROWS[label], iters
+    def __init__(self, label: str, pixels: torch.Tensor, iters: int, gamma_cache: dict, row: dict | None = None,
+                 batch: int = BATCH, device: str = "cpu", record_every: int = 1):  # fmt: skip
+        self.label, self.row, self.iters = label, row or ROWS[label], iters
+        self.batch, self.device, self.record_every = batch, torch.device(device), record_every
         h, w, _ = pixels.shape
         torch.manual_seed(SEED)
-        self.model = Net(self.row, max(h, w))
+        self.model = Net(self.row, max(h, w)).to(self.device)
+        pixels = pixels.to(self.device)
         key = (self.row["pe"], self.row["D"], self.row["scale"])
         if key not in gamma_cache:  # the fixed embedding of the grid, computed once (as the project's PixelPredictor)
             with torch.no_grad():
-                gamma_cache[key] = raw_embedding(self.model.embedding, pixel_coordinates(h, w)).contiguous()
+                coords = pixel_coordinates(h, w).to(self.device)
+                gamma_cache[key] = raw_embedding(self.model.embedding, coords).contiguous()
         self.gamma, self.target, self.pixels = gamma_cache[key], pixels.reshape(-1, 3), pixels
         self.n = h * w
-        inr_lr = LR * (1.0 if self.row.get("inr_lr_unscaled") else min(1.0, BATCH / self.n))
+        inr_lr = LR * (1.0 if self.row.get("inr_lr_unscaled") else min(1.0, batch / self.n))
         self.opt = make_optimizer(self.model, inr_lr, FILTER_LR)
         decay = lambda t: DECAY ** min(t / iters, 1.0)  # noqa: E731
         self.sched = torch.optim.lr_scheduler.LambdaLR(
@@ -216,8 +222,8 @@ class Fit:
 
     def one_pass(self) -> None:
         t0, c0 = time.perf_counter(), time.process_time()
-        sse = torch.zeros((), dtype=torch.float64)
-        for idx in torch.randperm(self.n, generator=self.gen).split(BATCH):
+        sse = torch.zeros((), dtype=torch.float64, device=self.device)
+        for idx in torch.randperm(self.n, generator=self.gen).to(self.device).split(self.batch):
             loss = F.mse_loss(self.model(self.gamma[idx]), self.target[idx])
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -227,7 +233,8 @@ class Fit:
         self.sched.step()
         self.mse.append(float(sse) / self.n)
         if self.search is not None:
-            self.records += self.search.records[self.seen :].tolist()
+            every = self.record_every
+            self.records += self.search.records[self.seen + every - 1 :: every].tolist()
             self.seen = len(self.search.records)
         self.it += 1
         self.seconds += time.perf_counter() - t0
@@ -235,7 +242,7 @@ class Fit:
 
     @torch.no_grad()
     def evaluate(self) -> dict:
-        pred = torch.cat([self.model(g) for g in self.gamma.split(BATCH)]).reshape(self.pixels.shape)
+        pred = torch.cat([self.model(g) for g in self.gamma.split(self.batch)]).reshape(self.pixels.shape)
         final = psnr_from_mse(float(((pred - self.pixels) ** 2).mean()))
         hist = [psnr_from_mse(m) for m in self.mse]
         best = max(hist + [final])  # the best pass, or the final model where it is better (as rff_field.image.fit)
@@ -257,16 +264,19 @@ class Fit:
             psnr_history=[round(p, 4) for p in hist],
         )
         if self.records:
-            r = np.asarray(self.records)  # loss, d_filter, lr_d_inr, lr of every step
+            r = np.asarray(self.records)  # loss, d_filter, lr_d_inr, lr of every record_every-th step
+            every, per_pass = self.record_every, -(-self.n // self.batch)
             cross = np.abs((r[:, 0] + r[:, 2]) / (-r[:, 1] + LINE_SEARCH.eps))
             low = np.flatnonzero(r[:, 3] < LINE_SEARCH.lr_max * (1 - 1e-9))  # the steps the rule set below its bound
+            last = cross[-max(1, per_pass // every) :]
             out.update(
                 at_bound=1 - len(low) / len(r),
                 at_zero=float(np.mean(r[:, 3] <= 0)),
-                below_bound=[[int(i) + 1, float(r[i, 3])] for i in low[:20]],
-                steps=len(r),
+                below_bound=[[(int(i) + 1) * every, float(r[i, 3])] for i in low[:20]],
+                steps=len(r) * every,
+                record_every=every,
                 crossing_q10_50_90=[float(np.quantile(cross, q)) for q in (0.1, 0.5, 0.9)],
-                crossing_last_pass_q10_50_90=[float(np.quantile(cross[-6:], q)) for q in (0.1, 0.5, 0.9)],
+                crossing_last_pass_q10_50_90=[float(np.quantile(last, q)) for q in (0.1, 0.5, 0.9)],
             )
         return out
 
@@ -357,28 +367,11 @@ def measure(passes: int) -> None:
     }
     update_json(
         lambda d: d.update(
-            timing=dict(passes=passes, image="kodim05", rows=timing), measure_cpu_seconds=time.process_time() - c0
+            timing=dict(passes=passes, image="kodim05", rows=timing),
+            measure_cpu_seconds=time.process_time() - c0,
+            machine=machine_description(torch.device("cpu")),
         )
     )
-
-
-def full_size_rows() -> list:
-    """The issue's rows at 768x512 with a 3x256 INR (parameters per value counting the filter's 3*D^2)."""
-    out, values = [], 768 * 512 * 3
-    for name, d, filt in [
-        ("mlp-pe (WIRE PE)", 30, 0),
-        ("plain, log-linear", 512, 0),
-        ("filtered (line search / 1e-3)", 512, 1),
-        ("plain, log-linear", 1024, 0),
-        ("filtered (line search / 1e-3)", 1024, 1),
-        ("residual filter", 1024, 1),
-    ]:
-        p = mlp_params(d, 256) + filt * 3 * d * d
-        out.append((name, d, p, p / values))
-        if filt and name.startswith("filtered"):
-            w = min(range(256, 4 * d), key=lambda w: abs(mlp_params(d, w) - p))
-            out.append((f"equal-parameter plain (width {w})", d, mlp_params(d, w), mlp_params(d, w) / values))
-    return out
 
 
 def rate_control(fin) -> list:
@@ -490,12 +483,11 @@ def report() -> None:
         + " | ".join(f"{PAPER['PE+Ours']} | -" for _ in IMAGES)
         + " |",
         "",
-        "## Full-size rows (768x512, 3x256, batches of 65,536, 20k iterations): waiting for a GPU",
+        "## Full-size rows (768x512, 3x256, batches of 65,536, 20k iterations)",
         "",
-        "| row | D | params | params/value | status |",
-        "|---|---:|---:|---:|---|",
+        "They run on a GPU, window by window (`full_size.py`); their table, with the windows and cards that ran "
+        "them, is [full_size.md](full_size.md).",
     ]
-    lines += [f"| {n} | {dim} | {p:,} | {ppv:.2f} | waiting for a GPU |" for n, dim, p, ppv in full_size_rows()]
     marks = [m for m in (10, 30, 60, 120, 180, iters) if m <= iters]
     marks = sorted(set(marks))
     lines += [
@@ -577,7 +569,8 @@ def report() -> None:
         "",
         "## Setup",
         "",
-        f"- Machine: {machine_description(torch.device('cpu'))} (OMP_NUM_THREADS=1, torch.set_num_threads(1)) per "
+        f"- Machine: {d.get('machine') or machine_description(torch.device('cpu'))} "
+        "(OMP_NUM_THREADS=1, torch.set_num_threads(1)) per "
         "run, on 2 cores shared with other jobs. The table's s/it come "
         f"from `measure` (every row in turn in one process on kodim05, median of "
         f"{d.get('timing', {}).get('passes', '?')} passes after a warm-up pass); each run's own wall time per "

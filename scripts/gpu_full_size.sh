@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One GPU window of the paper-width study's full-size rows (benchmarks/reproduction/full_size.py): the queue for
+# BUDGET seconds, the row in progress left as a checkpoint in benchmarks/reproduction/full_size/, and that folder
+# and full_size.md copied to OUT; copy them back into the repository and commit them (the next window goes on from
+# there). Runs from the repository without installing it. Prepare here, once: scripts/gpu_nerf_wheels.sh (carry
+# .whl) and `mkdir -p data/kodak && cp DATA/kodak/kodim0[15].png data/kodak/` (carry data).
+#
+# usage: BUDGET=480 ITERS=20000 scripts/gpu_full_size.sh [OUT]      (DEVICE=cpu ITERS=2 for a dry run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:-outputs/full-size}}
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c "import nerfstudio" 2>/dev/null; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/nerf/*.whl
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+(cd benchmarks/reproduction && "$PYTHON" full_size.py run --data ../../data --budget "${BUDGET:-480}" \
+    --iters "${ITERS:-20000}" --device "${DEVICE:-cuda}") 2>&1 | tee "$OUT/log.txt"
+cp benchmarks/reproduction/full_size/* benchmarks/reproduction/full_size.md "$OUT/"
