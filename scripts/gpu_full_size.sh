@@ -9,12 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-outputs/full-size}}
-PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c "import nerfstudio" 2>/dev/null; then
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/nerf/*.whl
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source scripts/gpu_env.sh
 mkdir -p "$OUT"
 (cd benchmarks/reproduction && "$PYTHON" full_size.py run --data ../../data --budget "${BUDGET:-480}" \
     --iters "${ITERS:-20000}" --device "${DEVICE:-cuda}") 2>&1 | tee "$OUT/log.txt"
