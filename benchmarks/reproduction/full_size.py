@@ -163,11 +163,15 @@ def make_fit(job: str, data: Path, iters: int, device: torch.device, cache: dict
                   device=str(device), record_every=per_pass)  # fmt: skip
 
 
+def row_params(row: dict) -> int:
+    """The INR's parameters and the filter's 3 D^2."""
+    return pw.mlp_params(row["D"], row["width"]) + (3 * row["D"] ** 2 if row["filter"] else 0)
+
+
 def checkpoint_fits(row: dict) -> bool:
     """Whether a row's checkpoint stays within :data:`MAX_CHECKPOINT`: 8 bytes a parameter (weights in float32, two
     moments in bfloat16), compressed to about three quarters (measured: 5.9 MiB for D = 512's 1.05M)."""
-    params = pw.mlp_params(row["D"], row["width"]) + (3 * row["D"] ** 2 if row["filter"] else 0)
-    return params * 8 * 0.8 <= MAX_CHECKPOINT
+    return row_params(row) * 8 * 0.8 <= MAX_CHECKPOINT
 
 
 def history_marks(iters: int) -> list[int]:
@@ -303,7 +307,7 @@ def report() -> None:
         "|---|---:|---:|---:|---:|" + "---|" * len(IMAGES),
     ]
     for label, row in ROWS.items():
-        params = pw.mlp_params(row["D"], row["width"]) + (3 * row["D"] ** 2 if row["filter"] else 0)
+        params = row_params(row)
         cells = []
         for im in IMAGES:
             r = runs.get(f"{im}/{label}")
