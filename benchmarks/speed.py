@@ -211,7 +211,7 @@ def measure(name: str, setting: Setting, speed: Speed, out: Path) -> dict:
                           else build(setting, variant, speed.data, device))  # fmt: skip
     # the same arithmetic fused or not; counted on torch's modules (the counter skips in-place products)
     macs = {"plain": multiply_adds(runners["plain"]), "filtered": multiply_adds(runners["eager"])}
-    cpu: dict[str, list[float]] = {label: [] for label in runners}
+    timed: dict[str, list[float]] = {label: [] for label in runners}  # by the clock of the device (see "clock")
     wall: dict[str, list[float]] = {label: [] for label in runners}
     share: dict[str, list[float]] = {"filtered": [], "compiled": []}
     block = 1
@@ -224,17 +224,16 @@ def measure(name: str, setting: Setting, speed: Speed, out: Path) -> dict:
             for _ in range(block):
                 runner.step()
             synchronize()
-            seconds, seconds_cpu = time.perf_counter() - start, time.process_time() - start_cpu
-            if device.type == "cuda":  # the GPU's time, not the host's
-                seconds_cpu = seconds
+            seconds = time.perf_counter() - start
+            used = seconds if device.type == "cuda" else time.process_time() - start_cpu  # the GPU's, or the CPU's
             if index == 0 and label == "plain":
-                block = max(1, round(speed.block_seconds / seconds_cpu))
+                block = max(1, round(speed.block_seconds / used))
             elif index > 0:
-                cpu[label].append(seconds_cpu / block)
+                timed[label].append(used / block)
                 wall[label].append(seconds / block)
                 if label in share:
-                    share[label].append(runner.search_time() / seconds_cpu)
-    cpu_median = {label: statistics.median(values) for label, values in cpu.items()}
+                    share[label].append(runner.search_time() / used)
+    median = {label: statistics.median(values) for label, values in timed.items()}
     wall_median = {label: statistics.median(values) for label, values in wall.items()}
     filter_params = sum(p.numel() for p in filter_module.filter_parameters(runners["filtered"].model))
     return {
@@ -243,18 +242,18 @@ def measure(name: str, setting: Setting, speed: Speed, out: Path) -> dict:
         "spec": setting.spec,
         "block": block,
         "clock": "wall, device synchronised" if device.type == "cuda" else "process CPU time",
-        "s_per_step": cpu_median,
+        "s_per_step": median,
         "wall_s_per_step": wall_median,
-        "ratio": cpu_median["filtered"] / cpu_median["plain"],
-        "ratio_eager": cpu_median["eager"] / cpu_median["plain"],
-        "ratio_compiled": cpu_median["compiled"] / cpu_median["plain"],
+        "ratio": median["filtered"] / median["plain"],
+        "ratio_eager": median["eager"] / median["plain"],
+        "ratio_compiled": median["compiled"] / median["plain"],
         "wall_ratio": wall_median["filtered"] / wall_median["plain"],
         "multiply_adds": macs,
         "multiply_add_ratio": macs["filtered"] / macs["plain"],
         "line_search_share": statistics.median(share["filtered"]),
         "line_search_share_compiled": statistics.median(share["compiled"]),
         "filter_params": filter_params,
-        "s_per_step_rounds": cpu,
+        "s_per_step_rounds": timed,
     }
 
 
@@ -279,9 +278,9 @@ def main(speed: Speed) -> None:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        cpu = r["s_per_step"]
+        step = r["s_per_step"]
         lines.append(
-            f"| {r['about']} | {cpu['plain']:.4f} | {cpu['filtered']:.4f} | **{r['ratio']:.2f}x** | "
+            f"| {r['about']} | {step['plain']:.4f} | {step['filtered']:.4f} | **{r['ratio']:.2f}x** | "
             f"{r['multiply_add_ratio']:.2f}x | {r['ratio'] / r['multiply_add_ratio']:.2f} | "
             f"{r['line_search_share']:.1%} | {r['ratio_eager']:.2f}x | {r['ratio_compiled']:.2f}x, "
             f"{r['line_search_share_compiled']:.1%} | {r['wall_ratio']:.2f}x |"

@@ -2,7 +2,8 @@
 # wheels of scripts/gpu_nerf_wheels.sh (carried as .whl) installed first where nerfstudio is missing.
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c "import nerfstudio" 2>/dev/null; then
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/nerf/*.whl
-    export PYTHONPATH=/tmp/site
+    SITE=$(mktemp -d)
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/nerf/*.whl
+    export PYTHONPATH=$SITE
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1

@@ -12,6 +12,7 @@ OUT=${1:-${OUT:-outputs/speed-gpu}}
 source scripts/gpu_env.sh
 mkdir -p "$OUT"
 cp benchmarks/speed.md "$OUT/"
-"$PYTHON" -m rff_field.cli.scene blender --output-dir /tmp/speed-scene > /dev/null
-"$PYTHON" benchmarks/speed.py --device "${DEVICE:-cuda}" --settings image-paper nerfacto --scene /tmp/speed-scene \
+SCENE=$(mktemp -d)/scene
+"$PYTHON" -m rff_field.cli.scene blender --output-dir "$SCENE" > /dev/null
+"$PYTHON" benchmarks/speed.py --device "${DEVICE:-cuda}" --settings image-paper nerfacto --scene "$SCENE" \
     --data data --rounds "${ROUNDS:-9}" --dest "$OUT" 2>&1 | tee "$OUT/speed_log.txt"

@@ -44,7 +44,6 @@ MAX_CHECKPOINT = 8 << 20  # bytes a row in progress may keep in the repository
 SAVE_S = 30.0  # seconds kept back from the budget to evaluate and write a checkpoint
 MOMENTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 PAPER = pw.PAPER
-COMMIT = [""]  # --commit
 
 
 def rows() -> dict:
@@ -84,10 +83,7 @@ def tf32() -> bool:
     return torch.get_float32_matmul_precision() != "highest" and torch.cuda.is_available()
 
 
-def commit() -> str:
-    """The commit being run: --commit, else git's (a device's copy of the working tree may have no git)."""
-    if COMMIT[0]:
-        return COMMIT[0]
+def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
         return out.stdout.strip() or "unknown"
@@ -180,7 +176,7 @@ def history_marks(iters: int) -> list[int]:
     return sorted(m for m in marks if m <= iters) + ([iters] if iters not in marks else [])
 
 
-def measure(data: Path, iters: int, device: torch.device, passes: int = 3) -> None:
+def measure(data: Path, iters: int, device: torch.device, revision: str, passes: int = 3) -> None:
     """A warm-up pass, then ``passes`` timed passes of each row (fresh models, nothing kept) on kodim01."""
     card, cache, timing = device_name(device), {}, {}
     for label in ROWS:
@@ -197,17 +193,18 @@ def measure(data: Path, iters: int, device: torch.device, passes: int = 3) -> No
     results = read_results()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     results.setdefault("timing", {})[card] = dict(
-        s_per_pass=timing, passes=passes, torch=torch.__version__, tf32=tf32(), commit=commit(), utc=now
+        s_per_pass=timing, passes=passes, torch=torch.__version__, tf32=tf32(), commit=revision, utc=now
     )
     write_json(JSON, results)
 
 
-def run(jobs: list[str], data: Path, iters: int, budget: float, device: torch.device) -> None:
+def run(jobs: list[str], data: Path, iters: int, budget: float, device: torch.device, revision: str) -> None:
     """Advance ``jobs`` in order until ``budget`` seconds have passed, keeping :data:`SAVE_S` to write the row in
     progress; on a GPU not measured yet, :func:`measure` first."""
     started, card, cache = time.monotonic(), device_name(device), {}
     if device.type == "cuda" and card not in read_results().get("timing", {}):
-        measure(data, iters, device)
+        measure(data, iters, device, revision)
+    s_per_pass = read_results().get("timing", {}).get(card, {}).get("s_per_pass", {})
     for job in jobs:
         done = read_results()["runs"].get(job)
         if done and done["iters"] != iters:
@@ -218,9 +215,7 @@ def run(jobs: list[str], data: Path, iters: int, budget: float, device: torch.de
             break
         image, label = job.split("/")
         left = budget - (time.monotonic() - started) - SAVE_S
-        need = read_results().get("timing", {}).get(card, {}).get("s_per_pass", {}).get(label, 0) * (
-            iters - (done or {}).get("done", 0)
-        )
+        need = s_per_pass.get(label, 0) * (iters - (done or {}).get("done", 0))
         if need > left and not checkpoint_fits(ROWS[label]):
             print(f"{job}: skipped: its checkpoint would exceed 8 MiB, so it must finish in one window, and it needs "
                   f"{need / 60:.0f} minutes here ({left / 60:.0f} left): give it a longer --budget, or run every row "
@@ -242,14 +237,17 @@ def run(jobs: list[str], data: Path, iters: int, budget: float, device: torch.de
         finished = fit.it >= iters
         result = fit.evaluate()
         history = result.pop("psnr_history")
-        best_so_far = [max(history[:m]) for m in history_marks(iters) if m <= len(history)]
         window = dict(card=card, torch=torch.__version__, tf32=tf32(),
-                      commit=commit(), utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      commit=revision, utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       passes=[first, fit.it], seconds=round(time.monotonic() - window_start, 1),
                       s_per_pass=round(statistics.median(times[1:] or times), 5))  # fmt: skip
         windows = (done or {}).get("windows", []) + [window]
-        result.update(image=image, status="finished" if finished else "running", windows=windows,
-                      best_so_far=dict(zip(map(str, history_marks(iters)), best_so_far)))  # fmt: skip
+        result.update(
+            image=image,
+            status="finished" if finished else "running",
+            windows=windows,
+            best_so_far={str(m): max(history[:m]) for m in history_marks(iters) if m <= len(history)},
+        )
         if finished:
             ckpt.unlink(missing_ok=True)
         else:
@@ -341,9 +339,9 @@ if __name__ == "__main__":
     p.add_argument("--jobs", nargs="*", default=QUEUE, help="run: IMAGE/ROW jobs in order (default: the queue)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--fp32", action="store_true", help="full float32 matrix products on a GPU (default: TF32)")
-    p.add_argument("--commit", default="", help="the commit to record for this window (default: git's)")
+    p.add_argument("--commit", default="", help="the commit to record (default: git's; a device's copy may have none)")
     a = p.parse_args()
-    COMMIT[0] = a.commit
+    revision = a.commit or git_commit()
     if a.device.startswith("cuda"):
         torch.set_float32_matmul_precision("highest" if a.fp32 else "high")
     unknown = [job for job in a.jobs if job.count("/") != 1 or job.split("/")[1] not in ROWS]
@@ -353,7 +351,7 @@ if __name__ == "__main__":
         sys.exit("--data: give the folder that holds kodak/")
     RESULTS.mkdir(exist_ok=True)
     if a.what == "measure":
-        measure(a.data, a.iters, torch.device(a.device))
+        measure(a.data, a.iters, torch.device(a.device), revision)
     elif a.what == "run":
-        run(a.jobs, a.data, a.iters, a.budget, torch.device(a.device))
+        run(a.jobs, a.data, a.iters, a.budget, torch.device(a.device), revision)
     report()
