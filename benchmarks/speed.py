@@ -170,14 +170,13 @@ def nerf_runner(setting: Setting, variant: str, scene: Path, device: torch.devic
     from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
     from rff_field.cli.nerf_bench import METHODS, NerfBench
+    from rff_field.nerf.training import set_up_trainer
 
     parsed = parse_variant(variant, {method: {} for method in METHODS})
     config = NerfBench(data=scene, device=device.type).trainer_config(parsed, out / parsed.label)
     config.set_timestamp()
     config.prepare()
-    torch.manual_seed(config.machine.seed)
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup()
+    trainer = set_up_trainer(config)
     steps = iter(range(10**9))
 
     def step() -> None:  # nerfstudio's Trainer.train, one iteration

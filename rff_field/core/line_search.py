@@ -80,15 +80,10 @@ class GroupTensors(NamedTuple):
 
 def group_slope(group: GroupTensors) -> Tensor:
     """``g . p`` in float64: ``g`` the loss's gradient, ``p`` the update per unit rate (``-g``, or Adam's with its
-    moments advanced by ``g`` on copies)."""
-    return tensor_slopes(group).sum()
-
-
-def tensor_slopes(group: GroupTensors) -> Float[Tensor, " tensors"]:
-    """``g . p`` of every tensor of ``group`` (see :func:`group_slope`), in a few passes over its tensors."""
+    moments advanced by ``g`` on copies), in a few passes over the group's tensors."""
     grads = group.grads if group.unscale is None else torch._foreach_mul(group.grads, group.unscale)
     if group.adam is None:
-        return -sums(torch._foreach_mul(grads, grads))
+        return -sums(torch._foreach_mul(grads, grads)).sum()
     beta1, beta2, eps, weight_decay, decoupled = group.adam
     exp_avgs, exp_avg_sqs, max_exp_avg_sqs = group.moments
     tiny = torch.finfo(grads[0].dtype).tiny  # the square root of a subnormal is slow on a CPU
@@ -114,7 +109,7 @@ def tensor_slopes(group: GroupTensors) -> Float[Tensor, " tensors"]:
     slopes = -(root_c2 / (1 - beta1**steps)).to(m[0].device) * sums(m)
     if weight_decay and decoupled:
         slopes = slopes - weight_decay * sums(torch._foreach_mul(grads, group.params))
-    return slopes
+    return slopes.sum()
 
 
 def sums(tensors: Sequence[Tensor]) -> Float[Tensor, " tensors"]:
